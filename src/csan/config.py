@@ -1,0 +1,335 @@
+"""Typed configuration: one dataclass per component, presets, YAML files and dotted overrides.
+
+A run's configuration is a :class:`Config` holding :class:`ModelConfig`, :class:`DataConfig`,
+:class:`TrainConfig` and :class:`DecodeConfig`. It is built from a preset name or a YAML file, then
+``key=value`` overrides with dotted keys (``train.lr=5e-4``, ``model.attention_options.csan2d.window=7``).
+An unknown key or a value of the wrong type is a :class:`~csan.errors.CsanError` that names it.
+
+Example:
+    >>> cfg = load_config("tiny", ["train.lr=0.002", "model.encoder_attention=csan1d"])
+    >>> cfg.train.lr, cfg.model.encoder_attention
+    (0.002, 'csan1d')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from csan.errors import CsanError
+
+__all__ = [
+    "Config",
+    "ConvS2SConfig",
+    "DataConfig",
+    "DecodeConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "config_from_dict",
+    "load_config",
+    "presets",
+]
+
+
+@dataclass
+class ConvS2SConfig:
+    """ConvS2S (Gehring et al. 2017) sizes; used when ``model.arch`` is ``convs2s``."""
+
+    embed_dim: int = 256  # token and position embedding size
+    channels: int = 256  # convolution channels (hidden size of the blocks)
+    encoder_layers: int = 6  # encoder convolution blocks
+    decoder_layers: int = 6  # decoder convolution blocks
+    kernel: int = 3  # convolution width (odd in the encoder; causal in the decoder)
+
+
+@dataclass
+class ModelConfig:
+    """The translation model. Attention variants are registry names (``csan attention list``)."""
+
+    arch: str = "transformer"  # "transformer" or "convs2s"
+    d_model: int = 256  # hidden size
+    heads: int = 4  # attention heads
+    ffn_dim: int = 1024  # feed-forward inner size
+    encoder_layers: int = 3  # Transformer encoder layers
+    decoder_layers: int = 3  # Transformer decoder layers
+    dropout: float = 0.3  # dropout on embeddings, sublayer outputs
+    attention_dropout: float = 0.0  # dropout on attention weights
+    activation_dropout: float = 0.0  # dropout inside the feed-forward block
+    pre_norm: bool = True  # layer norm before each sublayer (False: after, as in the paper)
+    share_embeddings: bool = True  # tie source, target and output embeddings (joint vocabulary)
+    max_positions: int = 256  # longest sequence (subword tokens + EOS) the model accepts
+    # Per-layer self-attention: one name for every layer, a comma list (one per layer), or
+    # "name@0-2" (those layers, the others vanilla). See csan.attention.available().
+    encoder_attention: str = "vanilla"
+    decoder_attention: str = "vanilla"
+    cross_attention: str = "vanilla"  # encoder-decoder attention variant
+    attention_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # per variant name
+    convs2s: ConvS2SConfig = field(default_factory=ConvS2SConfig)
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel text comes from and how it is cut into subwords."""
+
+    dataset: str = "multi30k"  # registry name (csan.data.datasets)
+    data_dir: str | None = None  # folder with <split>.<lang> files; default $CSAN_DATA/<dataset>
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_split: str = "train"
+    valid_split: str = "valid"
+    test_split: str = "test2016"
+    vocab_size: int = 8000  # joint SentencePiece BPE vocabulary
+    max_len: int = 128  # training pairs with a side longer than this (subwords + EOS) are dropped
+    train_subset: int = 0  # use only the first N training pairs (0: all)
+    valid_subset: int = 0  # use only the first N validation pairs (0: all)
+
+
+@dataclass
+class TrainConfig:
+    """The training recipe (label-smoothed cross-entropy, Adam, inverse-sqrt warmup)."""
+
+    seed: int = 1
+    max_tokens: int = 4096  # target tokens per batch and process
+    update_freq: int = 1  # gradient accumulation: batches per optimizer step
+    lr: float = 1e-3  # peak learning rate (schedule "inverse_sqrt")
+    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (peak lr after warmup) or "noam" (d_model^-0.5 ...)
+    warmup: int = 1000  # warmup steps
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # gradient clipping by global norm (0: off)
+    label_smoothing: float = 0.1
+    max_epochs: int = 0  # stop after this many epochs (0: no limit)
+    max_steps: int = 0  # stop after this many optimizer steps (0: no limit)
+    max_minutes: float = 0.0  # stop after this much training time (0: no limit)
+    validate_every: int = 0  # validate every N steps (0: at the end of each epoch)
+    valid_bleu: bool = True  # greedy-decode the validation set for BLEU at each validation
+    checkpoint_every: int = 0  # steps between checkpoints (0: at each validation)
+    checkpoint_minutes: float = 10.0  # also checkpoint after this many minutes of work (0: off)
+    keep_last: int = 5  # step checkpoints kept (the best is kept as well)
+    average_last: int = 0  # at the end, average the last N checkpoints into the final model (0: off)
+    log_every: int = 50  # steps between metric lines in metrics.jsonl
+    threads: int = 0  # torch intra-op threads (0: torch's default)
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU unless cpu_bf16)
+    cpu_bf16: bool = False  # bf16 autocast on CPU (needs AVX512-BF16/AMX to pay off)
+    compile: bool = False  # torch.compile the model
+    max_bad_steps: int = 5  # consecutive NaN/inf losses before training stops
+    evaluate_test: bool = True  # translate and score the test split when training ends
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
+
+
+@dataclass
+class DecodeConfig:
+    """Decoding defaults (beam search with the GNMT length penalty)."""
+
+    beam: int = 4
+    lenpen: float = 0.6  # alpha in ((5 + |y|) / 6) ** alpha
+    max_len_a: float = 1.2  # output length limit: a * source length + b
+    max_len_b: int = 10
+    max_tokens: int = 6000  # source tokens per decoding batch
+
+
+@dataclass
+class Config:
+    """A whole run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (YAML/JSON friendly)."""
+        d = asdict(self)
+        d["train"]["adam_betas"] = list(d["train"]["adam_betas"])
+        return d
+
+
+def presets() -> list[str]:
+    """Names of the built-in presets (YAML files shipped in ``csan/configs``)."""
+    root = resources.files("csan") / "configs"
+    return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_yaml(text: str, origin: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise CsanError(f"{origin}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CsanError(f"{origin}: expected a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The nested dict of a preset or YAML file, following ``base:`` (single inheritance)."""
+    if name_or_path in seen:
+        raise CsanError(f"config {name_or_path}: 'base' chain loops: {' -> '.join(seen)}")
+    path = Path(name_or_path)
+    if name_or_path in presets():
+        text = (resources.files("csan") / "configs" / f"{name_or_path}.yaml").read_text("utf-8")
+        origin = f"preset {name_or_path}"
+    elif path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise CsanError(f"{path}: no such config file")
+        text = path.read_text("utf-8")
+        origin = str(path)
+    else:
+        raise CsanError(
+            f"unknown preset {name_or_path!r}; presets: {', '.join(presets())} (or give a .yaml file)"
+        )
+    data = _read_yaml(text, origin)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    return _merge(_load_source(str(base), (*seen, name_or_path)), data)
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "attention_options":
+            out[key] = _merge(out[key], value)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)  # attention_options merge per variant too
+        else:
+            out[key] = value
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp).replace("typing.", ""))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check (and gently convert) ``value`` to the annotated type ``tp``; error names the key."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except CsanError as e:
+                errors.append(str(e))
+        raise CsanError(errors[0] if errors else f"{key}: bad value {value!r}")
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # e.g. conv kernel spec "3" written without quotes
+    elif origin is tuple:
+        args = typing.get_args(tp)
+        if isinstance(value, (list, tuple)) and len(value) == len(args):
+            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    elif origin is dict:
+        if isinstance(value, dict):
+            return {str(k): v for k, v in value.items()}
+    raise CsanError(f"{key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+            raise CsanError(f"unknown config key {full!r}{hint}")
+        tp = hints[key]
+        if is_dataclass(tp):
+            if not isinstance(value, dict):
+                raise CsanError(f"{full}: expected a mapping, got {value!r}")
+            kwargs[key] = _build(tp, value, f"{full}.")
+        else:
+            kwargs[key] = _coerce(value, tp, full)
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict[str, Any]) -> Config:
+    """Build a :class:`Config` from a nested dict, checking every key and type."""
+    return _build(Config, data, "")
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise CsanError(f"--set {item!r}: expected key=value, e.g. train.lr=5e-4")
+    key, raw = item.split("=", 1)
+    keys = key.strip().split(".")
+    if not all(keys):
+        raise CsanError(f"--set {item!r}: empty key part")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, str) is False and raw.strip().lower() in ("none", "null"):
+        value = None
+    return keys, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to a nested dict (values parsed as YAML scalars)."""
+    data = _merge({}, data)
+    for item in overrides:
+        keys, value = _parse_override(item)
+        node = data
+        for k in keys[:-1]:
+            child = node.get(k)
+            if not isinstance(child, dict):
+                child = {}
+                node[k] = child
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
+def load_config(source: str | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a preset or YAML file (default preset ``multi30k-small``) and apply overrides.
+
+    Example:
+        >>> load_config("tiny").model.d_model > 0
+        True
+    """
+    data = _load_source(source or "multi30k-small")
+    data = apply_overrides(data, overrides or [])
+    return config_from_dict(data)
+
+
+def dump_config(cfg: Config) -> str:
+    """The config as YAML text (what ``load_config(file)`` reads back)."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+def replace_config(cfg: Config, **sections: Any) -> Config:
+    """A copy of ``cfg`` with whole sections replaced."""
+    return dataclasses.replace(cfg, **sections)
