@@ -101,7 +101,9 @@ class TrainConfig:
     max_tokens: int = 4096  # target tokens per batch and process
     update_freq: int = 1  # gradient accumulation: batches per optimizer step
     lr: float = 1e-3  # peak learning rate (schedule "inverse_sqrt")
-    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (peak lr after warmup) or "noam" (d_model^-0.5 ...)
+    schedule: str = (
+        "inverse_sqrt"  # "inverse_sqrt" (peak lr after warmup) or "noam" (d_model^-0.5 ...)
+    )
     warmup: int = 1000  # warmup steps
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
@@ -116,7 +118,9 @@ class TrainConfig:
     checkpoint_every: int = 0  # steps between checkpoints (0: at each validation)
     checkpoint_minutes: float = 10.0  # also checkpoint after this many minutes of work (0: off)
     keep_last: int = 5  # step checkpoints kept (the best is kept as well)
-    average_last: int = 0  # at the end, average the last N checkpoints into the final model (0: off)
+    average_last: int = (
+        0  # at the end, average the last N checkpoints into the final model (0: off)
+    )
     log_every: int = 50  # steps between metric lines in metrics.jsonl
     threads: int = 0  # torch intra-op threads (0: torch's default)
     bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU unless cpu_bf16)
@@ -199,7 +203,11 @@ def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(a)
     for key, value in b.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "attention_options":
+        if (
+            isinstance(value, dict)
+            and isinstance(out.get(key), dict)
+            and key != "attention_options"
+        ):
             out[key] = _merge(out[key], value)
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)  # attention_options merge per variant too
@@ -250,9 +258,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    elif origin is dict:
-        if isinstance(value, dict):
-            return {str(k): v for k, v in value.items()}
+    elif origin is dict and isinstance(value, dict):
+        return {str(k): v for k, v in value.items()}
     raise CsanError(f"{key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
-import torch
 from torch import Tensor
 
 __all__ = ["EncoderOutput", "Seq2SeqModel", "reorder_state"]

@@ -145,7 +145,13 @@ class Transformer(nn.Module):
     """
 
     def __init__(
-        self, cfg: ModelConfig, vocab_size: int, *, pad_id: int = 0, bos_id: int = 2, eos_id: int = 3
+        self,
+        cfg: ModelConfig,
+        vocab_size: int,
+        *,
+        pad_id: int = 0,
+        bos_id: int = 2,
+        eos_id: int = 3,
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -163,9 +169,15 @@ class Transformer(nn.Module):
             self.tgt_embed = nn.Embedding(vocab_size, d, padding_idx=pad_id)
             nn.init.normal_(self.tgt_embed.weight, std=d**-0.5)
             nn.init.zeros_(self.tgt_embed.weight[pad_id])
-        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, d), persistent=False)
-        enc_names = layer_variants(cfg.encoder_attention, cfg.encoder_layers, "model.encoder_attention")
-        dec_names = layer_variants(cfg.decoder_attention, cfg.decoder_layers, "model.decoder_attention")
+        self.register_buffer(
+            "positions", sinusoidal_positions(cfg.max_positions, d), persistent=False
+        )
+        enc_names = layer_variants(
+            cfg.encoder_attention, cfg.encoder_layers, "model.encoder_attention"
+        )
+        dec_names = layer_variants(
+            cfg.decoder_attention, cfg.decoder_layers, "model.decoder_attention"
+        )
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg, n) for n in enc_names)
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg, n) for n in dec_names)
         self.encoder_norm = nn.LayerNorm(d) if cfg.pre_norm else nn.Identity()

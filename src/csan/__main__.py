@@ -1,0 +1,7 @@
+"""``python -m csan`` (also what ``torchrun -m csan`` runs)."""
+
+import sys
+
+from csan.cli import main
+
+sys.exit(main())

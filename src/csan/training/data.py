@@ -1,0 +1,113 @@
+"""The data a training run needs: subword model, encoded splits, the batch sampler."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from csan.config import Config
+from csan.data import (
+    Batch,
+    EncodedSplit,
+    SubwordModel,
+    TokenBatchSampler,
+    collate,
+    prepare_corpus,
+    resolve_data_dir,
+)
+from csan.training.distributed import DistInfo
+
+__all__ = ["TrainingData", "cache_root", "load_training_data"]
+
+log = logging.getLogger("csan")
+
+
+def cache_root() -> Path:
+    """Where encoded corpora are cached: ``$CSAN_CACHE`` or ``~/.cache/csan``."""
+    base = os.environ.get("CSAN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "csan")
+    return Path(base)
+
+
+@dataclass
+class TrainingData:
+    spm: SubwordModel
+    train: EncodedSplit
+    valid: EncodedSplit
+    test: EncodedSplit | None
+    sampler: TokenBatchSampler
+    n_train: int  # pairs kept for training
+    n_dropped: int  # pairs dropped (too long or empty)
+    train_index: list[int]  # positions in ``train`` of the kept pairs
+
+    def batch(self, indices: list[int]) -> Batch:
+        pairs = [(self.train.src[i], self.train.tgt[i]) for i in indices]
+        return collate(pairs, indices, pad_to_multiple=8)
+
+
+def _subset(split: EncodedSplit, n: int) -> EncodedSplit:
+    if n <= 0 or n >= len(split):
+        return split
+    return EncodedSplit(split.src[:n], split.tgt[:n], split.src_text[:n], split.tgt_text[:n])
+
+
+def load_training_data(
+    cfg: Config, *, spm_bytes: bytes | None = None, dist: DistInfo | None = None
+) -> TrainingData:
+    """Resolve the corpus folder, learn or reuse the subword model, encode, and build the sampler.
+
+    With ``spm_bytes`` (a resumed run) the run's own subword model is reused.
+    """
+    dc, tc = cfg.data, cfg.train
+    dist = dist or DistInfo()
+    folder = resolve_data_dir(dc.dataset, dc.data_dir)
+    splits = [dc.train_split, dc.valid_split]
+    if tc.evaluate_test and dc.test_split:
+        splits.append(dc.test_split)
+    spm = SubwordModel.from_bytes(spm_bytes) if spm_bytes is not None else None
+    corpus = prepare_corpus(
+        folder,
+        src_lang=dc.src_lang,
+        tgt_lang=dc.tgt_lang,
+        splits=splits,
+        vocab_size=dc.vocab_size,
+        cache_dir=cache_root() / "prepared" / dc.dataset,
+        spm=spm,
+    )
+    train = _subset(corpus.splits[dc.train_split], dc.train_subset)
+    valid = _subset(corpus.splits[dc.valid_split], dc.valid_subset)
+    test = corpus.splits.get(dc.test_split) if tc.evaluate_test else None
+    max_len = min(dc.max_len, cfg.model.max_positions)
+    # empty sides cannot be learned from; they are dropped like over-long pairs
+    keep = [i for i in range(len(train)) if train.src[i] and train.tgt[i]]
+    kept = EncodedSplit(
+        [train.src[i] for i in keep],
+        [train.tgt[i] for i in keep],
+        [train.src_text[i] for i in keep],
+        [train.tgt_text[i] for i in keep],
+    )
+    src_len, tgt_len = kept.lengths()
+    sampler = TokenBatchSampler(
+        src_len,
+        tgt_len,
+        max_tokens=tc.max_tokens,
+        max_positions=max_len,
+        shuffle=True,
+        seed=tc.seed,
+        num_shards=dist.world_size,
+        shard_index=dist.rank,
+        pad_to_multiple=8,
+    )
+    n_dropped = len(train) - len(keep) + sampler.num_dropped
+    log.info("training pairs: %d kept, %d dropped", len(keep) - sampler.num_dropped, n_dropped)
+    return TrainingData(
+        spm=corpus.spm,
+        train=kept,
+        valid=valid,
+        test=test,
+        sampler=sampler,
+        n_train=len(keep) - sampler.num_dropped,
+        n_dropped=n_dropped,
+        train_index=keep,
+    )
