@@ -48,7 +48,13 @@ class SelfAttention(nn.Module):
     uses_history: ClassVar[bool] = False
 
     def __init__(
-        self, *, d_model: int, heads: int, causal: bool = False, dropout: float = 0.0, bias: bool = True
+        self,
+        *,
+        d_model: int,
+        heads: int,
+        causal: bool = False,
+        dropout: float = 0.0,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if heads < 1 or d_model % heads != 0:
@@ -78,6 +84,13 @@ class SelfAttention(nn.Module):
     @property
     def attn_dropout(self) -> float:
         return self.dropout if self.training else 0.0
+
+    def check_state(self, state: dict[str, Any] | None) -> None:
+        """Raise ``ValueError`` if ``state`` (incremental decoding) is given to a non-causal module."""
+        if state is not None and not self.causal:
+            raise ValueError(
+                f"attention {self.name!r} decodes incrementally (state=...) only when built with causal=True"
+            )
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, heads={self.heads}, causal={self.causal}"

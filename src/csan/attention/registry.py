@@ -88,9 +88,13 @@ def build(name: str, *, d_model: int, heads: int, **options: Any) -> nn.Module:
         >>> attn(torch.randn(2, 5, 16)).shape
         torch.Size([2, 5, 16])
     """
-    return _construct(_SELF, "self-attention", name, {"d_model": d_model, "heads": heads, **options})
+    return _construct(
+        _SELF, "self-attention", name, {"d_model": d_model, "heads": heads, **options}
+    )
 
 
 def build_cross(name: str, *, d_model: int, heads: int, **options: Any) -> nn.Module:
     """Build the encoder-decoder attention variant ``name`` (see :func:`build`)."""
-    return _construct(_CROSS, "cross-attention", name, {"d_model": d_model, "heads": heads, **options})
+    return _construct(
+        _CROSS, "cross-attention", name, {"d_model": d_model, "heads": heads, **options}
+    )

@@ -49,7 +49,9 @@ class VanillaSelfAttention(SelfAttention):
             mask = None
             if q.size(2) > 1:  # several new positions at once: causal among them
                 t_new, t_all = q.size(2), k.size(2)
-                mask = torch.ones(t_new, t_all, dtype=torch.bool, device=x.device).tril(t_all - t_new)
+                mask = torch.ones(t_new, t_all, dtype=torch.bool, device=x.device).tril(
+                    t_all - t_new
+                )
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             return self.out_proj(merge_heads(out))
         if self.causal:
@@ -59,7 +61,9 @@ class VanillaSelfAttention(SelfAttention):
             )
         else:
             mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.attn_dropout)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=self.attn_dropout
+            )
         return self.out_proj(merge_heads(out))
 
 
@@ -77,7 +81,9 @@ class CrossAttention(nn.Module):
         torch.Size([1, 3, 8])
     """
 
-    def __init__(self, *, d_model: int, heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(
+        self, *, d_model: int, heads: int, dropout: float = 0.0, bias: bool = True
+    ) -> None:
         super().__init__()
         if heads < 1 or d_model % heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
@@ -102,7 +108,8 @@ class CrossAttention(nn.Module):
             k, v = state["k"], state["v"]
         else:
             k, v = self.kv_proj(memory).chunk(2, dim=-1)
-            k, v = split_heads(k, self.heads), split_heads(v, self.heads)  # (batch, heads, src, d_h)
+            # (batch, heads, src, d_h)
+            k, v = split_heads(k, self.heads), split_heads(v, self.heads)
             if state is not None:
                 state["k"], state["v"] = k, v
         mask = None if memory_padding_mask is None else ~memory_padding_mask[:, None, None, :]

@@ -1,0 +1,22 @@
+"""Decoding: greedy and beam search with the incremental cache, and line-by-line translation."""
+
+from csan.decoding.beam import (
+    Hypothesis,
+    beam_search,
+    beam_search_nbest,
+    greedy_search,
+    max_lengths,
+)
+from csan.decoding.translate import iter_translate, make_batches, normalize_line, translate_lines
+
+__all__ = [
+    "Hypothesis",
+    "beam_search",
+    "beam_search_nbest",
+    "greedy_search",
+    "iter_translate",
+    "make_batches",
+    "max_lengths",
+    "normalize_line",
+    "translate_lines",
+]

@@ -1,0 +1,26 @@
+"""Evaluation: sacreBLEU scores with signatures, paired bootstrap significance, n-gram order analysis."""
+
+from csan.evaluation.analysis import (
+    BootstrapResult,
+    NgramRow,
+    bleu_from_stats,
+    ngram_analysis,
+    ngram_gaps,
+    paired_bootstrap,
+    sentence_stats,
+)
+from csan.evaluation.bleu import Scores, check_parallel, read_text, score
+
+__all__ = [
+    "BootstrapResult",
+    "NgramRow",
+    "Scores",
+    "bleu_from_stats",
+    "check_parallel",
+    "ngram_analysis",
+    "ngram_gaps",
+    "paired_bootstrap",
+    "read_text",
+    "score",
+    "sentence_stats",
+]

@@ -1,0 +1,230 @@
+"""Attention maths as plain functions: validation here, the arithmetic in :mod:`csan.kernels`.
+
+Notation (SPEC.md): q, k, v are (batch, heads, time, d_h); ``key_padding_mask`` is (batch, time) bool, True
+at padding; logits are ``q_i . k_j / sqrt(d_h)``; a query row with no allowed key outputs zeros.
+
+Example:
+    >>> import torch
+    >>> q = torch.randn(2, 4, 9, 8)
+    >>> local_attention(q, q, q, window=3, head_window=3).shape
+    torch.Size([2, 4, 9, 8])
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from csan.kernels.dense import dense_local_attention, masked_attention
+from csan.kernels.reference import reference_local_attention
+
+__all__ = [
+    "BACKENDS",
+    "HEAD_BOUNDARIES",
+    "attention_mask",
+    "check_local_options",
+    "choose_backend",
+    "local_attention",
+    "masked_attention",
+    "masked_softmax",
+]
+
+BACKENDS = ("auto", "dense", "reference", "blocked")
+HEAD_BOUNDARIES = ("wrap", "clip")
+# "auto" uses the blocked O(T*M) kernel, when it exists, from this many positions on (CPU only).
+BLOCKED_MIN_TIME = 256
+
+
+def check_local_options(
+    *, window: int, head_window: int = 1, heads: int | None = None, head_boundary: str = "wrap"
+) -> None:
+    """Raise ``ValueError`` naming the bad value unless the CSAN window options are valid.
+
+    Example:
+        >>> check_local_options(window=4)
+        Traceback (most recent call last):
+        ...
+        ValueError: window must be a positive odd integer, got 4
+    """
+    if not _is_int(window) or window < 1 or window % 2 == 0:
+        raise ValueError(f"window must be a positive odd integer, got {window!r}")
+    if not _is_int(head_window) or head_window < 1 or head_window % 2 == 0:
+        raise ValueError(f"head_window must be a positive odd integer, got {head_window!r}")
+    if heads is not None and head_window > heads:
+        raise ValueError(
+            f"head_window ({head_window}) must not exceed the number of heads ({heads})"
+        )
+    if head_boundary not in HEAD_BOUNDARIES:
+        raise ValueError(f"head_boundary must be 'wrap' or 'clip', got {head_boundary!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _blocked_kernel() -> Callable[..., Tensor] | None:
+    """``csan.kernels.blocked.blocked_local_attention`` if that module exists, else None."""
+    if importlib.util.find_spec("csan.kernels.blocked") is None:
+        return None
+    return importlib.import_module("csan.kernels.blocked").blocked_local_attention
+
+
+def choose_backend(time: int, window: int, device: torch.device) -> str:
+    """The kernel ``backend="auto"`` uses for a sequence of ``time`` positions.
+
+    Dense (one masked SDPA, O(T^2)) unless the blocked O(T*M) kernel exists, the tensors are on the CPU
+    and the sequence is long (``time >= BLOCKED_MIN_TIME``) compared with the window (``window < time/2``).
+
+    Example:
+        >>> choose_backend(30, 11, torch.device("cpu"))
+        'dense'
+    """
+    long_sequence = time >= BLOCKED_MIN_TIME and 2 * window < time
+    if long_sequence and device.type == "cpu" and _blocked_kernel() is not None:
+        return "blocked"
+    return "dense"
+
+
+def local_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    window: int,
+    head_window: int = 1,
+    key_padding_mask: Tensor | None = None,
+    causal: bool = False,
+    head_boundary: str = "wrap",
+    dropout_p: float = 0.0,
+    backend: str = "auto",
+) -> Tensor:
+    """1D-CSAN (``head_window=1``) and 2D-CSAN attention, as SPEC.md defines them.
+
+    Query ``i`` of head ``h`` reads the keys at positions ``|i - j| <= (window-1)/2`` (causal:
+    ``i - window < j <= i``) of heads ``h-n .. h+n`` (``n = (head_window-1)/2``; ``"wrap"`` takes heads
+    modulo H, ``"clip"`` drops heads past the edge), never padding keys, with one softmax over all slots;
+    values come from the same slots. Scale ``1/sqrt(d_h)``. A query with no allowed key outputs zeros.
+
+    Args:
+        q: (batch, heads, t_q, d_h). ``t_q == t_k``, except with ``causal=True`` where ``t_q < t_k`` is
+            allowed: the queries are then the last ``t_q`` positions (cached decoding).
+        k, v: (batch, heads, t_k, d_h).
+        window: M, odd, >= 1. ``M >= 2T - 1`` equals full attention.
+        head_window: N, odd, ``1 <= N <= heads``; 1 is 1D-CSAN.
+        key_padding_mask: (batch, t_k) bool, True at padding, or None.
+        causal: restrict to keys at or before the query.
+        head_boundary: ``"wrap"`` or ``"clip"``.
+        dropout_p: dropout on the attention weights (pass 0 in evaluation).
+        backend: ``"auto"`` (see :func:`choose_backend`), ``"dense"``, ``"reference"`` (slow, from the
+            definition) or ``"blocked"`` (the O(T*M) kernel when ``csan.kernels.blocked`` exists, else dense;
+            dense also when the blocked kernel cannot do the call: cached queries, or dropout it lacks).
+
+    Returns:
+        (batch, heads, t_q, d_h).
+
+    Example:
+        >>> q = torch.randn(1, 2, 5, 4)
+        >>> wide = local_attention(q, q, q, window=9)
+        >>> torch.allclose(wide, torch.nn.functional.scaled_dot_product_attention(q, q, q), atol=1e-6)
+        True
+    """
+    heads = q.size(1) if q.dim() == 4 else None
+    check_local_options(
+        window=window, head_window=head_window, heads=heads, head_boundary=head_boundary
+    )
+    _check_shapes(q, k, v, key_padding_mask, causal=causal)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    options = {
+        "window": window,
+        "head_window": head_window,
+        "key_padding_mask": key_padding_mask,
+        "causal": causal,
+        "head_boundary": head_boundary,
+    }
+    if backend == "auto":
+        backend = choose_backend(k.size(2), window, q.device)
+    if backend == "reference":
+        return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
+    if backend == "blocked":
+        blocked = _blocked_kernel()
+        if blocked is not None and q.size(2) == k.size(2):
+            takes_dropout = "dropout_p" in inspect.signature(blocked).parameters
+            if takes_dropout:
+                return blocked(q, k, v, dropout_p=dropout_p, **options)
+            if dropout_p == 0.0:
+                return blocked(q, k, v, **options)
+    return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
+
+
+def _check_shapes(
+    q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, *, causal: bool
+) -> None:
+    if q.dim() != 4 or k.shape != v.shape or k.dim() != 4:
+        raise ValueError(
+            "q, k, v must be (batch, heads, time, d_h) with k and v alike, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    t_q, t_k = q.size(2), k.size(2)
+    if q.shape[:2] != k.shape[:2] or q.size(3) != k.size(3):
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, heads or d_h")
+    if t_q != t_k and not (causal and t_q < t_k):
+        raise ValueError(
+            f"q has {t_q} positions and k {t_k}; fewer queries than keys only with causal=True"
+        )
+    if key_padding_mask is not None and (
+        key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (k.size(0), t_k)
+    ):
+        raise ValueError(
+            f"key_padding_mask must be bool (batch, time) = {(k.size(0), t_k)}, got "
+            f"{key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+        )
+
+
+def attention_mask(
+    t_q: int,
+    t_k: int,
+    *,
+    key_padding_mask: Tensor | None = None,
+    causal: bool = False,
+    device: torch.device | None = None,
+) -> Tensor | None:
+    """Bool mask (batch or 1, 1, t_q, t_k) of the keys each query may read; None when all.
+
+    Causal with ``t_q < t_k``: the queries are the last ``t_q`` positions.
+
+    Example:
+        >>> attention_mask(2, 3, causal=True)[0, 0].int().tolist()
+        [[1, 1, 0], [1, 1, 1]]
+    """
+    allowed = None
+    if causal:
+        allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(t_k - t_q)[None, None]
+    if key_padding_mask is not None:
+        keys = ~key_padding_mask[:, None, None, :]  # (batch, 1, 1, t_k)
+        allowed = keys if allowed is None else allowed & keys
+    return allowed
+
+
+def masked_softmax(scores: Tensor, allowed: Tensor | None, *, dropout_p: float = 0.0) -> Tensor:
+    """Softmax over the last axis restricted to ``allowed`` (broadcastable bool); empty rows give zeros.
+
+    Example:
+        >>> masked_softmax(torch.zeros(2, 2), torch.tensor([[True, True], [False, False]])).tolist()
+        [[0.5, 0.5], [0.0, 0.0]]
+    """
+    if allowed is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        has_key = allowed.any(dim=-1, keepdim=True)
+        scores = scores.masked_fill(~allowed, float("-inf")).masked_fill(~has_key, 0.0)
+        weights = torch.softmax(scores, dim=-1).masked_fill(~has_key, 0.0)
+    return F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights

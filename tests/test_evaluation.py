@@ -1,0 +1,189 @@
+"""Evaluation against sacreBLEU itself: scores, sufficient statistics, paired bootstrap, n-gram analysis."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import sacrebleu
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
+
+from csan.errors import CsanError
+from csan.evaluation import (
+    NgramRow,
+    bleu_from_stats,
+    ngram_analysis,
+    ngram_gaps,
+    paired_bootstrap,
+    read_text,
+    score,
+    sentence_stats,
+)
+
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "ran",
+    "on",
+    "under",
+    "mat",
+    "house",
+    "red",
+    ";",
+    ".",
+    ",",
+]
+
+
+def corpus(n: int = 120, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 15))) for _ in range(n)]
+
+
+def corrupt(lines: list[str], rate: float, seed: int) -> list[str]:
+    """Replace each word with probability ``rate`` (a worse system for a higher rate)."""
+    rng = random.Random(seed)
+    return [
+        " ".join(rng.choice(WORDS) if rng.random() < rate else w for w in line.split())
+        for line in lines
+    ]
+
+
+REFS = corpus()
+GOOD = corrupt(REFS, 0.15, seed=1)
+BAD = corrupt(REFS, 0.45, seed=2)
+
+
+def test_score_matches_sacrebleu_and_signature():
+    s = score(GOOD, REFS)
+    assert s.bleu == pytest.approx(sacrebleu.corpus_bleu(GOOD, [REFS]).score)
+    assert s.chrf == pytest.approx(CHRF().corpus_score(GOOD, [REFS]).score)
+    assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert s.chrf_signature.startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:")
+    assert s.bleu_details.startswith("BLEU = ")
+    assert s.n_sentences == len(REFS)
+    assert s.to_dict()["bleu"] == s.bleu
+
+
+def test_score_is_case_sensitive():
+    ref = ["the cat sat on the mat"]
+    assert score(["The cat sat on the mat"], ref).bleu < score(ref, ref).bleu
+
+
+def test_score_needs_parallel_input():
+    with pytest.raises(CsanError, match=r"^3 hypotheses but 2 references: they must be parallel$"):
+        score(["a", "b", "c"], ["a", "b"])
+    with pytest.raises(CsanError, match="no sentences to score"):
+        score([], [])
+
+
+def test_read_text(tmp_path):
+    path = tmp_path / "hyp.txt"
+    path.write_bytes("\ufeffeins\r\nzwei\u2028drei\n\nvier".encode())
+    assert read_text(path) == ["eins", "zwei\u2028drei", "", "vier"]
+
+
+def test_read_text_errors_name_file_and_line(tmp_path):
+    with pytest.raises(CsanError, match=r"missing\.txt: no such file"):
+        read_text(tmp_path / "missing.txt")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\nab\xffcd\n")
+    with pytest.raises(CsanError, match=r"bad\.txt:2: invalid UTF-8 \(byte 3\)"):
+        read_text(bad)
+
+
+sentences = st.lists(st.sampled_from(["a", "b", "c", "d", "."]), max_size=7).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(sentences, sentences), min_size=1, max_size=6), st.integers(1, 4))
+def test_stats_reproduce_sacrebleu_corpus_score(pairs, order):
+    # Covers empty hypotheses, no match at all, missing higher orders, too short and too long outputs.
+    hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
+    expected = BLEU(max_ngram_order=order).corpus_score(hyps, [refs]).score
+    stats = sentence_stats(hyps, refs, max_order=4)
+    assert float(bleu_from_stats(stats.sum(0), order)) == pytest.approx(expected, abs=1e-9)
+
+
+def test_resampled_stats_equal_corpus_score_of_the_resample():
+    idx = np.random.default_rng(0).choice(len(REFS), size=len(REFS))
+    stats = sentence_stats(GOOD, REFS)
+    resampled = BLEU().corpus_score([GOOD[i] for i in idx], [[REFS[i] for i in idx]]).score
+    assert float(bleu_from_stats(stats[idx].sum(0))) == pytest.approx(resampled, abs=1e-9)
+
+
+def test_bootstrap_identical_systems():
+    r = paired_bootstrap(GOOD, GOOD, REFS, samples=200)
+    assert r.p_value == 1.0  # Koehn: every sample has system <= baseline
+    assert r.p_value_sacrebleu == pytest.approx(
+        1 / 201
+    )  # sacreBLEU's definition: no sample exceeds 0
+    assert r.system_bleu == r.baseline_bleu == pytest.approx(score(GOOD, REFS).bleu)
+
+
+def test_bootstrap_detects_a_clearly_better_system():
+    better = paired_bootstrap(BAD, GOOD, REFS, samples=300)
+    worse = paired_bootstrap(GOOD, BAD, REFS, samples=300)
+    assert better.system_bleu > better.baseline_bleu
+    assert better.p_value < 0.05
+    assert worse.p_value > 0.95
+    assert better.system_ci[0] <= better.system_mean <= better.system_ci[1]
+
+
+def test_bootstrap_reproduces_sacrebleu_paired_bs():
+    base, system = (
+        corrupt(REFS, 0.3, seed=10),
+        corrupt(REFS, 0.3, seed=20),
+    )  # close: p far from 0 and 1
+    _, results = PairedTest(
+        [("baseline", base), ("system", system)],
+        {"BLEU": BLEU()},
+        [REFS],
+        test_type="bs",
+        n_samples=1000,
+    )()
+    bl, sy = results["BLEU"]
+    r = paired_bootstrap(base, system, REFS, samples=1000, seed=12345)
+    assert 0.1 < sy.p_value < 0.9
+    assert r.baseline_bleu == pytest.approx(bl.score, abs=1e-9)
+    assert r.system_bleu == pytest.approx(sy.score, abs=1e-9)
+    assert r.system_mean == pytest.approx(sy.mean, abs=1e-4)
+    assert r.baseline_mean == pytest.approx(bl.mean, abs=1e-4)
+    assert (r.system_ci[1] - r.system_ci[0]) / 2 == pytest.approx(sy.ci, abs=1e-4)
+    assert r.p_value_sacrebleu == pytest.approx(sy.p_value, abs=2e-3)
+
+
+def test_bootstrap_checks_input():
+    with pytest.raises(CsanError, match="1 hypotheses but 2 references"):
+        paired_bootstrap(["a"], ["a", "b"], ["a", "b"])
+    with pytest.raises(CsanError, match="bootstrap samples must be >= 1, got 0"):
+        paired_bootstrap(["a"], ["a"], ["a"], samples=0)
+
+
+def test_ngram_analysis_matches_sacrebleu():
+    rows = ngram_analysis(GOOD, REFS)
+    full = BLEU().corpus_score(GOOD, [REFS])
+    assert [r.order for r in rows] == [1, 2, 3, 4]
+    for r in rows:
+        assert r.precision == pytest.approx(
+            100 * full.counts[r.order - 1] / full.totals[r.order - 1]
+        )
+        assert r.bleu == pytest.approx(
+            BLEU(max_ngram_order=r.order).corpus_score(GOOD, [REFS]).score
+        )
+    assert [r.precision for r in rows] == sorted((r.precision for r in rows), reverse=True)
+
+
+def test_ngram_gaps():
+    gaps = ngram_gaps(ngram_analysis(GOOD, REFS), ngram_analysis(BAD, REFS))
+    assert all(g.precision > 0 and g.bleu > 0 for g in gaps)
+    assert ngram_gaps([NgramRow(2, 10.0, 5.0)], [NgramRow(2, 7.5, 6.0)]) == [NgramRow(2, 2.5, -1.0)]
+    with pytest.raises(ValueError, match=r"n-gram orders differ: system \[1\], baseline \[2\]"):
+        ngram_gaps([NgramRow(1, 0.0, 0.0)], [NgramRow(2, 0.0, 0.0)])
