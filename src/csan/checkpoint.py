@@ -29,6 +29,7 @@ from csan.errors import CsanError
 __all__ = [
     "LoadedModel",
     "atomic_write_text",
+    "best_checkpoint",
     "find_model_dir",
     "latest_checkpoint",
     "load_model_dir",
@@ -67,10 +68,14 @@ def write_folder_atomically(final: Path, fill) -> None:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    fill(tmp)
-    for p in tmp.iterdir():
-        with open(p, "rb") as f:
-            os.fsync(f.fileno())
+    try:
+        fill(tmp)
+        for p in tmp.iterdir():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # no half-written folder is left behind
+        raise
     if final.exists():
         old = final.with_name(f"{final.name}.old-{os.getpid()}")
         os.replace(final, old)
@@ -142,6 +147,12 @@ def _pointer(ckpt_root: Path, name: str) -> Path | None:
     return target if (target / "model.safetensors").is_file() else None
 
 
+def best_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint ``BEST`` points to in a run folder, else the one ``LAST`` points to, if any."""
+    root = Path(run_dir) / "checkpoints"
+    return _pointer(root, "BEST") or _pointer(root, "LAST")
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The checkpoint ``LAST`` points to in a run folder, if any."""
     return _pointer(Path(run_dir) / "checkpoints", "LAST")
@@ -167,7 +178,9 @@ def load_weights(model: nn.Module, path: Path) -> None:
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise CsanError(f"{path}: cannot read weights ({str(e).splitlines()[0]})") from None
     if missing or unexpected:
-        what = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
+        # safetensors returns sets of names (lists in older versions)
+        names = sorted(missing) if missing else sorted(unexpected)
+        what = f"{'missing' if missing else 'unexpected'} {names[:3]}"
         raise CsanError(f"{path}: weights do not fit the model in config.json ({what})")
 
 

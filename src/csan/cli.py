@@ -70,8 +70,13 @@ def _read_input(path: str | None) -> list[str]:
         except UnicodeDecodeError as e:
             line = data[: e.start].count(b"\n") + 1
             raise CsanError(f"<stdin>:{line}: invalid UTF-8 (byte {e.start})") from None
-        return text.splitlines()
-    return read_text(path, allow_empty_lines=True)
+        # as read_text: only "\n" (with an optional "\r" before it) ends a line; str.splitlines
+        # would also split at U+2028, U+0085, form feeds, ... and break the one-line-per-line rule
+        lines = text.removeprefix("\ufeff").split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return [line.removesuffix("\r") for line in lines]
+    return read_text(path)
 
 
 def _write_output(path: str | None, lines: list[str]) -> None:
@@ -129,13 +134,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from csan.evaluation.bleu import read_text, score
 
-    refs = read_text(args.ref, allow_empty_lines=True)
+    refs = read_text(args.ref)
     if args.hyp:
-        hyps = read_text(args.hyp, allow_empty_lines=True)
+        hyps = read_text(args.hyp)
     else:
         if not args.src:
             raise CsanError("evaluate: give --src (to translate) or --hyp (translations)")
-        src = read_text(args.src, allow_empty_lines=True)
+        src = read_text(args.src)
         if len(src) != len(refs):
             raise CsanError(f"{args.src} has {len(src)} lines but {args.ref} has {len(refs)}")
         hyps = _translate(args, src)
@@ -180,6 +185,8 @@ def cmd_average(args: argparse.Namespace) -> int:
         write_folder_atomically,
     )
 
+    if args.last < 1:
+        raise CsanError(f"average: --last must be >= 1, got {args.last}")
     root = Path(args.run) / "checkpoints"
     steps = sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
     if not steps:

@@ -29,6 +29,7 @@ from csan.attention.registry import (
     available_cross,
     build,
     build_cross,
+    options,
     register,
     register_cross,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "available_cross",
     "build",
     "build_cross",
+    "options",
     "register",
     "register_cross",
 ]

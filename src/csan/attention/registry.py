@@ -12,7 +12,15 @@ from typing import Any, TypeVar
 
 from torch import nn
 
-__all__ = ["available", "available_cross", "build", "build_cross", "register", "register_cross"]
+__all__ = [
+    "available",
+    "available_cross",
+    "build",
+    "build_cross",
+    "options",
+    "register",
+    "register_cross",
+]
 
 _SELF: dict[str, type[nn.Module]] = {}
 _CROSS: dict[str, type[nn.Module]] = {}
@@ -54,6 +62,19 @@ def available() -> list[str]:
         True
     """
     return sorted(_SELF)
+
+
+def options(name: str) -> set[str]:
+    """The keyword options the self-attention variant ``name`` accepts.
+
+    Example:
+        >>> "window" in options("csan1d")
+        True
+    """
+    if name not in _SELF:
+        raise ValueError(f"unknown self-attention {name!r}; available: {', '.join(sorted(_SELF))}")
+    params = inspect.signature(_SELF[name].__init__).parameters
+    return {p for p in params if p != "self"}
 
 
 def available_cross() -> list[str]:

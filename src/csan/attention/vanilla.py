@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register, register_cross
+from csan.kernels.sdpa import sdpa
 
 __all__ = ["CrossAttention", "VanillaSelfAttention", "append_state"]
 
@@ -52,18 +52,14 @@ class VanillaSelfAttention(SelfAttention):
                 mask = torch.ones(t_new, t_all, dtype=torch.bool, device=x.device).tril(
                     t_all - t_new
                 )
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            out = sdpa(q, k, v, attn_mask=mask)
             return self.out_proj(merge_heads(out))
         if self.causal:
             # Right padding: a real query never reaches a padding key under the causal mask.
-            out = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, dropout_p=self.attn_dropout
-            )
+            out = sdpa(q, k, v, is_causal=True, dropout_p=self.attn_dropout)
         else:
             mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.attn_dropout
-            )
+            out = sdpa(q, k, v, attn_mask=mask, dropout_p=self.attn_dropout)
         return self.out_proj(merge_heads(out))
 
 
@@ -114,5 +110,5 @@ class CrossAttention(nn.Module):
                 state["k"], state["v"] = k, v
         mask = None if memory_padding_mask is None else ~memory_padding_mask[:, None, None, :]
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        out = sdpa(q, k, v, attn_mask=mask, dropout_p=dropout)
         return self.out_proj(merge_heads(out))

@@ -10,8 +10,9 @@ The options are not validated here; :func:`csan.functional.local_attention` does
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+
+from csan.kernels.sdpa import sdpa
 
 __all__ = ["dense_local_attention", "head_neighbours", "local_band", "masked_attention"]
 
@@ -32,10 +33,10 @@ def masked_attention(
         tensor([0., 0., 0., 0.])
     """
     if allowed is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        return sdpa(q, k, v, dropout_p=dropout_p)
     # Empty rows would give NaN (softmax over nothing); let them see every key, then zero their output.
     has_key = allowed.any(dim=-1, keepdim=True)  # (..., t_q, 1)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | ~has_key, dropout_p=dropout_p)
+    out = sdpa(q, k, v, attn_mask=allowed | ~has_key, dropout_p=dropout_p)
     return out.masked_fill(~has_key, 0.0)
 
 

@@ -71,6 +71,7 @@ def reorder_state(state: Any, index: Tensor) -> Any:
     """Return ``state`` with every tensor leaf reordered along dim 0 by ``index``.
 
     Example:
+        >>> import torch
         >>> s = {"k": torch.arange(3).view(3, 1), "step": 2}
         >>> reorder_state(s, torch.tensor([2, 2, 0]))["k"].flatten().tolist()
         [2, 2, 0]

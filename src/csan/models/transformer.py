@@ -17,6 +17,7 @@ import csan.attention as attention
 from csan.config import ModelConfig
 from csan.models.base import EncoderOutput
 from csan.models.layout import layer_variants
+from csan.models.ops import dropout
 
 __all__ = ["Transformer", "sinusoidal_positions"]
 
@@ -45,12 +46,16 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h = F.relu(self.fc1(x))
-        h = F.dropout(h, self.activation_dropout, self.training)
+        h = dropout(h, self.activation_dropout, self.training)
         return self.fc2(h)
 
 
-def _variant_options(cfg: ModelConfig, name: str) -> dict[str, Any]:
-    return dict(cfg.attention_options.get(name, {}))
+def _variant_options(cfg: ModelConfig, name: str, layer: int | None = None) -> dict[str, Any]:
+    """The options of variant ``name`` from the config; ``layer`` (1-based) for those that need it."""
+    options = dict(cfg.attention_options.get(name, {}))
+    if layer is not None and name in attention.available() and "layer" in attention.options(name):
+        options.setdefault("layer", layer)
+    return options
 
 
 class Sublayer(nn.Module):
@@ -66,19 +71,19 @@ class Sublayer(nn.Module):
         return self.norm(x) if self.pre_norm else x
 
     def out(self, x: Tensor, y: Tensor) -> Tensor:
-        x = x + F.dropout(y, self.dropout, self.training)
+        x = x + dropout(y, self.dropout, self.training)
         return x if self.pre_norm else self.norm(x)
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, variant: str) -> None:
+    def __init__(self, cfg: ModelConfig, variant: str, layer: int) -> None:
         super().__init__()
         self.self_attn = attention.build(
             variant,
             d_model=cfg.d_model,
             heads=cfg.heads,
             dropout=cfg.attention_dropout,
-            **_variant_options(cfg, variant),
+            **_variant_options(cfg, variant, layer),
         )
         self.uses_history = bool(getattr(self.self_attn, "uses_history", False))
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.pre_norm)
@@ -92,7 +97,7 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, variant: str) -> None:
+    def __init__(self, cfg: ModelConfig, variant: str, layer: int) -> None:
         super().__init__()
         self.self_attn = attention.build(
             variant,
@@ -100,7 +105,7 @@ class DecoderLayer(nn.Module):
             heads=cfg.heads,
             causal=True,
             dropout=cfg.attention_dropout,
-            **_variant_options(cfg, variant),
+            **_variant_options(cfg, variant, layer),
         )
         self.uses_history = bool(getattr(self.self_attn, "uses_history", False))
         self.cross_attn = attention.build_cross(
@@ -178,8 +183,12 @@ class Transformer(nn.Module):
         dec_names = layer_variants(
             cfg.decoder_attention, cfg.decoder_layers, "model.decoder_attention"
         )
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg, n) for n in enc_names)
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg, n) for n in dec_names)
+        self.encoder_layers = nn.ModuleList(
+            EncoderLayer(cfg, n, i + 1) for i, n in enumerate(enc_names)
+        )
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(cfg, n, i + 1) for i, n in enumerate(dec_names)
+        )
         self.encoder_norm = nn.LayerNorm(d) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.pre_norm else nn.Identity()
         self.output_proj = None if cfg.share_embeddings else nn.Linear(d, vocab_size, bias=False)
@@ -194,7 +203,7 @@ class Transformer(nn.Module):
                 f"sequence of {offset + t} tokens exceeds model.max_positions={self.max_positions}"
             )
         x = table(tokens) * self.embed_scale + self.positions[offset : offset + t]
-        return F.dropout(x, self.cfg.dropout, self.training)
+        return dropout(x, self.cfg.dropout, self.training)
 
     def project(self, h: Tensor) -> Tensor:
         """Decoder states (..., d_model) -> logits (..., vocab)."""

@@ -12,6 +12,7 @@ import torch
 from csan import checkpoint as ckpt
 from csan.config import Config
 from csan.data import collate
+from csan.errors import CsanError
 
 if TYPE_CHECKING:
     from csan.training.data import TrainingData
@@ -96,7 +97,10 @@ def write_final_model(trainer: Trainer, model_dir: Path) -> None:
         )
         model.load_state_dict(saved)
     else:
-        source = ckpt.find_model_dir(trainer.out)
+        # not find_model_dir: it would pick an older model/ left by the run this one resumed
+        source = ckpt.best_checkpoint(trainer.out)
+        if source is None:
+            raise CsanError(f"{root}: no checkpoint to make the final model from")
         how = f"copy of {source.name}"
         loaded = ckpt.load_model_dir(source)
         ckpt.write_folder_atomically(

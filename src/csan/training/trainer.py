@@ -46,7 +46,8 @@ class TrainResult:
 
     steps: int
     epochs: float
-    train_minutes: float
+    train_minutes: float  # time in training steps
+    wall_minutes: float  # the whole run: steps, validation, checkpoints (test scoring excluded)
     tokens_per_s: float
     steps_per_s: float
     best_valid: dict[str, float] | None
@@ -100,6 +101,12 @@ class Trainer:
         self.out = Path(out_dir)
         self.progress = progress
         tc = cfg.train
+        try:  # config mistakes surface before the (possibly long) data preparation
+            self.lr_at = make_schedule(
+                tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
+            )
+        except ValueError as e:
+            raise CsanError(str(e)) from None
         self.device = pick_device(tc.device)
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
@@ -122,16 +129,12 @@ class Trainer:
             eps=tc.adam_eps,
             weight_decay=tc.weight_decay,
         )
-        try:
-            self.lr_at = make_schedule(
-                tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
-            )
-        except ValueError as e:
-            raise CsanError(str(e)) from None
         self.step = 0
         self.epoch = 1
         self.batch_in_epoch = 0  # batches of the current epoch already consumed
-        self.train_seconds = 0.0  # wall time spent training (validation excluded), over resumes
+        self.train_seconds = 0.0  # time in training steps (validation excluded), over resumes
+        self.wall_before = 0.0  # wall time of earlier sessions of this run (resume)
+        self.wall_start = time.monotonic()
         self.tokens_seen = 0
         self.best: dict[str, float] | None = None
         self.bad_steps = 0
@@ -153,6 +156,13 @@ class Trainer:
             tqdm.write(msg) if self.progress else print(msg, flush=True)
 
     def log_metrics(self, record: dict[str, Any]) -> None:
+        """Append one JSON line to ``metrics.jsonl``.
+
+        Every line has ``time`` (Unix seconds), ``kind``, ``step`` and ``epoch``. ``kind == "train"``
+        (every ``train.log_every`` steps) adds ``loss`` and ``nll`` (bits per target token), ``lr``,
+        ``tokens_per_s`` and ``train_seconds``; ``kind == "valid"`` adds ``loss`` (bits per token),
+        ``accuracy`` and, with ``train.valid_bleu``, ``bleu``.
+        """
         if not self.is_main:
             return
         record = {"time": round(time.time(), 3), **record}
@@ -180,6 +190,7 @@ class Trainer:
             "epoch": self.epoch,
             "batch_in_epoch": self.batch_in_epoch,
             "train_seconds": self.train_seconds,
+            "wall_seconds": self.wall_seconds,
             "tokens_seen": self.tokens_seen,
             "best": self.best,
             "optimizer": opt_meta,
@@ -238,6 +249,7 @@ class Trainer:
         self.epoch = meta["epoch"]
         self.batch_in_epoch = meta["batch_in_epoch"]
         self.train_seconds = meta["train_seconds"]
+        self.wall_before = meta.get("wall_seconds", meta["train_seconds"])
         self.tokens_seen = meta["tokens_seen"]
         self.best = meta["best"]
         self.last_ckpt_step = self.step
@@ -303,11 +315,21 @@ class Trainer:
         return metrics[key] > self.best[key] if key == "bleu" else metrics[key] < self.best[key]
 
     # -- the loop ---------------------------------------------------------------------------------
+    @property
+    def wall_seconds(self) -> float:
+        """Wall time of the run so far (validation and checkpoints included), over resumes."""
+        return self.wall_before + time.monotonic() - self.wall_start
+
+    @property
+    def epochs_done(self) -> float:
+        """Completed epochs as a fraction (3.5 = half-way through the fourth)."""
+        return self.epoch - 1 + self.batch_in_epoch / max(len(self.data.sampler), 1)
+
     def limits_reached(self) -> str | None:
         tc = self.cfg.train
         if tc.max_steps and self.step >= tc.max_steps:
             return f"max_steps={tc.max_steps}"
-        if tc.max_minutes and self.train_seconds >= tc.max_minutes * 60:
+        if tc.max_minutes and self.wall_seconds >= tc.max_minutes * 60:
             return f"max_minutes={tc.max_minutes}"
         if tc.max_epochs and self.epoch > tc.max_epochs:
             return f"max_epochs={tc.max_epochs}"
@@ -379,7 +401,7 @@ class Trainer:
                         {
                             "kind": "train",
                             "step": self.step,
-                            "epoch": self.epoch,
+                            "epoch": round(self.epochs_done, 3),
                             "loss": round(stats["loss"], 4),
                             "nll": round(stats["nll"], 4),
                             "lr": stats["lr"],
@@ -410,7 +432,7 @@ class Trainer:
         mm = self.cfg.train.max_minutes
         if not mm:
             return "-"
-        left = max(mm * 60 - self.train_seconds, 0)
+        left = max(mm * 60 - self.wall_seconds, 0)
         return f"{int(left // 60)}m{int(left % 60):02d}s"
 
     def _checkpoint_due(self) -> bool:
@@ -427,10 +449,19 @@ class Trainer:
             is_best = self.better(metrics)
             if is_best:
                 self.best = metrics
-            self.log_metrics({"kind": "valid", "step": self.step, "epoch": self.epoch, **metrics})
+            self.log_metrics(
+                {
+                    "kind": "valid",
+                    "step": self.step,
+                    "epoch": round(self.epochs_done, 3),
+                    "wall_seconds": round(self.wall_seconds, 1),
+                    **metrics,
+                }
+            )
             shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
             self.say(
-                f"step {self.step} epoch {self.epoch} valid: {shown}" + (" *" if is_best else "")
+                f"step {self.step} epoch {self.epochs_done:.2f} valid: {shown}"
+                + (" *" if is_best else "")
             )
         self.save_checkpoint(is_best=is_best)
 
@@ -438,6 +469,7 @@ class Trainer:
         from csan.training.evaluate import evaluate_test, write_final_model
 
         self.save_checkpoint()
+        wall = self.wall_seconds
         minutes = self.train_seconds / 60
         result_test = None
         model_dir = self.out / "model"
@@ -449,8 +481,9 @@ class Trainer:
         steps_s = self.step / max(self.train_seconds, 1e-9)
         result = TrainResult(
             steps=self.step,
-            epochs=self.epoch - 1 + self.batch_in_epoch / max(len(self.data.sampler), 1),
+            epochs=self.epochs_done,
             train_minutes=minutes,
+            wall_minutes=wall / 60,
             tokens_per_s=tok_s,
             steps_per_s=steps_s,
             best_valid=self.best,
@@ -462,8 +495,8 @@ class Trainer:
             record["stop_reason"] = stop_reason
             ckpt.atomic_write_text(self.out / "results.json", json.dumps(record, indent=2) + "\n")
             self.say(
-                f"trained {result.steps} steps ({result.epochs:.2f} epochs) in {minutes:.1f} min, "
-                f"{tok_s:,.0f} target tokens/s"
+                f"trained {result.steps} steps ({result.epochs:.2f} epochs) in {wall / 60:.1f} min "
+                f"({minutes:.1f} min in training steps), {tok_s:,.0f} target tokens/s"
             )
         return result
 

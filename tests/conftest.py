@@ -1,0 +1,100 @@
+"""Session fixtures shared by the whole suite, and the two test tiers.
+
+- ``@pytest.mark.slow`` tests run only with ``CSAN_SLOW=1`` (or ``-m slow``); the default suite stays
+  within a few minutes on 2 CPU cores. (``tests/attention/conftest.py`` applies the same rule to its
+  own folder; the two agree.)
+- ``CSAN_CACHE`` points at one temporary folder for the whole session, so no test writes into
+  ``~/.cache`` and the subword model of the real corpus is learned (and its splits encoded) once.
+- The real Multi30k corpus is found under ``$CSAN_DATA/multi30k`` (default ``/work/shared/data``);
+  tests that need it are skipped when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+DEFAULT_DATA_ROOT = Path("/work/shared/data")
+
+# With --doctest-modules every .py file is also collected as a module; conftest.py files in folders
+# without __init__.py are all named "conftest" and clash there. Pytest loads them as conftests anyway.
+collect_ignore_glob = ["*conftest.py"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("CSAN_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: set CSAN_SLOW=1 (or -m slow) to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def csan_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``$CSAN_CACHE`` for the session: encoded corpora and subword models are built once here."""
+    folder = tmp_path_factory.mktemp("csan-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CSAN_CACHE", str(folder))
+        yield folder
+
+
+def data_root() -> Path:
+    """``$CSAN_DATA`` if set, else the shared data folder."""
+    env = os.environ.get("CSAN_DATA")
+    return Path(env) if env else DEFAULT_DATA_ROOT
+
+
+_DATA_ROOT = data_root()  # read at import: some tests unset CSAN_DATA around themselves
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path:
+    """The real Multi30k folder (train/valid/test2016 .en/.de); skip when it is not here."""
+    folder = _DATA_ROOT / "multi30k"
+    needed = [
+        f"{split}.{lang}" for split in ("train", "valid", "test2016") for lang in ("en", "de")
+    ]
+    missing = [name for name in needed if not (folder / name).is_file()]
+    if missing:
+        pytest.skip(f"Multi30k not found at {folder} (lacks {', '.join(missing)}; set CSAN_DATA)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_overrides(multi30k_dir: Path) -> list[str]:
+    """``--set`` items that make the ``tiny`` preset quick and deterministic on one CPU thread."""
+    return [
+        f"data.data_dir={multi30k_dir}",
+        "train.threads=1",
+        "train.device=cpu",
+        "train.checkpoint_minutes=0",
+        "model.dropout=0",
+    ]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_overrides: list[str]) -> Path:
+    """A run folder of the ``tiny`` preset trained 50 steps (checkpoints, final ``model/``, test score).
+
+    Shared by the checkpoint and CLI tests; treat it as read-only.
+    """
+    from csan.config import load_config
+    from csan.training.trainer import train
+
+    out = tmp_path_factory.mktemp("tiny-run")
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            "train.max_steps=50",
+            "train.validate_every=25",
+            "train.log_every=10",
+            "train.evaluate_test=true",
+        ],
+    )
+    train(cfg, out, progress=False)
+    return out

@@ -1,0 +1,126 @@
+"""Label-smoothed cross-entropy against a hand computation; the learning-rate schedules."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from csan.config import ModelConfig
+from csan.models import build_model
+from csan.training.loss import TranslationLoss, label_smoothed_nll
+from csan.training.schedule import make_schedule
+
+PAD = 0
+
+
+def hand_smoothed_loss(
+    logits: torch.Tensor, target: torch.Tensor, epsilon: float, ignore_index: int
+) -> tuple[float, float]:
+    """Sum over kept tokens of -sum_v q_v log p_v with q = (1 - eps) one-hot + eps / V, and plain NLL."""
+    vocab = logits.size(-1)
+    loss = nll = 0.0
+    for row, tgt in zip(logits.double().tolist(), target.tolist()):
+        if tgt == ignore_index:
+            continue
+        log_z = math.log(sum(math.exp(x) for x in row))
+        log_p = [x - log_z for x in row]
+        q = [epsilon / vocab + (1.0 - epsilon if v == tgt else 0.0) for v in range(vocab)]
+        assert math.isclose(sum(q), 1.0)
+        loss -= sum(qv * lp for qv, lp in zip(q, log_p))
+        nll -= log_p[tgt]
+    return loss, nll
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("ignore_index", [PAD, -100])
+def test_label_smoothed_nll_matches_hand_computation(epsilon: float, ignore_index: int) -> None:
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(9, 7, generator=gen) * 3
+    target = torch.tensor([1, 2, 0, 6, 0, 3, 5, 0, 4])  # zeros are padding when ignore_index=0
+    loss, nll = label_smoothed_nll(logits, target, epsilon=epsilon, ignore_index=ignore_index)
+    want_loss, want_nll = hand_smoothed_loss(logits, target, epsilon, ignore_index)
+    assert loss.item() == pytest.approx(want_loss, rel=1e-5)
+    assert nll.item() == pytest.approx(want_nll, rel=1e-5)
+    if epsilon == 0.0:
+        assert loss.item() == pytest.approx(nll.item(), rel=1e-6)
+
+
+def test_padding_rows_contribute_nothing() -> None:
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(4, 5, generator=gen)
+    target = torch.tensor([1, 2, PAD, PAD])
+    loss, nll = label_smoothed_nll(logits, target, epsilon=0.1, ignore_index=PAD)
+    garbage = logits.clone()
+    garbage[2:] = torch.randn(2, 5, generator=gen) * 100
+    loss2, nll2 = label_smoothed_nll(garbage, target, epsilon=0.1, ignore_index=PAD)
+    assert torch.equal(loss, loss2) and torch.equal(nll, nll2)
+    only_real, _ = label_smoothed_nll(logits[:2], target[:2], epsilon=0.1, ignore_index=PAD)
+    assert loss.item() == pytest.approx(only_real.item(), rel=1e-6)
+
+
+def test_nll_carries_no_gradient_and_loss_does() -> None:
+    logits = torch.randn(3, 4, requires_grad=True)
+    loss, nll = label_smoothed_nll(logits, torch.tensor([0, 1, 2]), epsilon=0.1)
+    assert loss.requires_grad and not nll.requires_grad
+
+
+def test_translation_loss_equals_loss_on_full_logits_without_padding() -> None:
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        d_model=16, heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=1, dropout=0
+    )
+    model = build_model(cfg, vocab_size=23).eval()
+    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, PAD]])
+    tgt_in = torch.tensor([[2, 10, 11, 12], [2, 13, PAD, PAD]])
+    tgt_out = torch.tensor([[10, 11, 12, 3], [13, 3, PAD, PAD]])
+    loss, nll, correct = TranslationLoss(model, epsilon=0.1)(src, tgt_in, tgt_out)
+    logits = model(src, tgt_in)  # (batch, tgt, vocab), padding included
+    flat_logits, flat_target = logits.reshape(-1, 23), tgt_out.reshape(-1)
+    want_loss, want_nll = hand_smoothed_loss(flat_logits.detach(), flat_target, 0.1, PAD)
+    assert loss.item() == pytest.approx(want_loss, rel=1e-5)
+    assert nll.item() == pytest.approx(want_nll, rel=1e-5)
+    keep = flat_target.ne(PAD)
+    assert correct.item() == int(flat_logits[keep].argmax(-1).eq(flat_target[keep]).sum())
+
+
+# -- schedules ----------------------------------------------------------------------------------------
+def test_inverse_sqrt_warms_up_linearly_peaks_then_decays() -> None:
+    lr, warmup = 2e-3, 100
+    f = make_schedule("inverse_sqrt", lr=lr, warmup=warmup, d_model=256)
+    assert f(1) == pytest.approx(lr / warmup)
+    assert f(50) == pytest.approx(lr / 2)
+    assert f(warmup) == pytest.approx(lr)
+    assert f(4 * warmup) == pytest.approx(lr / 2)
+    assert f(100 * warmup) == pytest.approx(lr / 10)
+    values = [f(s) for s in range(1, 1001)]
+    assert max(values) == pytest.approx(lr)
+    assert values.index(max(values)) + 1 == warmup
+    assert all(a < b for a, b in itertools.pairwise(values[:warmup]))  # rising
+    assert all(a > b for a, b in itertools.pairwise(values[warmup - 1 :]))  # falling
+
+
+@pytest.mark.parametrize(("d_model", "warmup"), [(512, 4000), (64, 10)])
+def test_noam_formula(d_model: int, warmup: int) -> None:
+    lr = 2.0
+    f = make_schedule("noam", lr=lr, warmup=warmup, d_model=d_model)
+    for step in (1, warmup // 2, warmup, 2 * warmup, 10 * warmup):
+        want = lr * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert f(step) == pytest.approx(want, rel=1e-12)
+    peak = lr * (d_model * warmup) ** -0.5
+    assert max(f(s) for s in range(1, 3 * warmup)) == pytest.approx(peak)
+
+
+@pytest.mark.parametrize("name", ["inverse_sqrt", "noam"])
+def test_step_zero_is_treated_as_step_one(name: str) -> None:
+    f = make_schedule(name, lr=1e-3, warmup=10, d_model=64)
+    assert f(0) == f(1) > 0
+
+
+def test_schedule_errors_name_the_field() -> None:
+    with pytest.raises(ValueError, match=r"train\.schedule: unknown schedule 'cosine'"):
+        make_schedule("cosine", lr=1e-3, warmup=10, d_model=64)
+    with pytest.raises(ValueError, match=r"train\.warmup must be >= 1, got 0"):
+        make_schedule("inverse_sqrt", lr=1e-3, warmup=0, d_model=64)

@@ -1,0 +1,254 @@
+"""The training loop on real data with the ``tiny`` preset: it learns, resumes exactly, logs, checkpoints,
+prunes, averages and writes a final model that loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+from safetensors.torch import load_file
+
+from csan import checkpoint as ckpt
+from csan.config import load_config
+from csan.data import SubwordModel, read_lines
+from csan.decoding import translate_lines
+from csan.errors import CsanError
+from csan.training.schedule import make_schedule
+from csan.training.trainer import train
+
+TRAIN_KEYS = {"time", "kind", "step", "epoch", "loss", "nll", "lr", "tokens_per_s", "train_seconds"}
+VALID_KEYS = {"time", "kind", "step", "epoch", "loss", "accuracy"}
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def step_dirs(run: Path) -> list[str]:
+    return sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.startswith("step_"))
+
+
+def pointer(run: Path, name: str) -> str:
+    return (run / "checkpoints" / name).read_text().strip()
+
+
+def test_tiny_overfits_100_pairs(
+    tmp_path: Path, tiny_overrides: list[str], multi30k_dir: Path
+) -> None:
+    n, steps = 100, 160
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            f"data.train_subset={n}",
+            "data.valid_split=train",
+            f"data.valid_subset={n}",
+            "train.max_tokens=2048",
+            "train.lr=0.005",
+            "train.warmup=50",
+            f"train.max_steps={steps}",
+            f"train.validate_every={steps}",
+            "train.log_every=20",
+        ],
+    )
+    result = train(cfg, tmp_path / "run", progress=False)
+    assert result.steps == steps
+    assert result.best_valid is not None and result.best_valid["accuracy"] > 0.95
+    src = read_lines(multi30k_dir / "train.en")[:n]
+    ref = read_lines(multi30k_dir / "train.de")[:n]
+    loaded = ckpt.load_model_dir(tmp_path / "run")
+    hyps = translate_lines(
+        loaded.model, SubwordModel.from_bytes(loaded.spm_bytes), src, beam=1, lenpen=0.0
+    )
+    bleu = sacrebleu.corpus_bleu(hyps, [ref]).score
+    assert bleu > 90, f"BLEU {bleu:.1f} on the training pairs; first: {hyps[0]!r} vs {ref[0]!r}"
+
+
+RESUME_N = (
+    12  # 300 pairs at 512 tokens make ~20 batches: the resume falls mid-epoch 1, the run ends in 2
+)
+
+
+def resume_overrides(tiny_overrides: list[str], steps: int) -> list[str]:
+    return [
+        *tiny_overrides,
+        "model.dropout=0.1",  # dropout on: the restored RNG state matters too
+        "data.train_subset=300",
+        "train.max_tokens=512",
+        "train.log_every=1",
+        "train.validate_every=0",  # validate at each epoch end
+        f"train.checkpoint_every={RESUME_N}",
+        "train.keep_last=10",
+        f"train.max_steps={steps}",
+    ]
+
+
+def comparable(records: list[dict], after: int) -> list[dict]:
+    timing = {"time", "tokens_per_s", "train_seconds"}
+    return [{k: v for k, v in r.items() if k not in timing} for r in records if r["step"] > after]
+
+
+def test_resumed_run_continues_exactly_like_an_uninterrupted_one(
+    tmp_path: Path, tiny_overrides: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = RESUME_N
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    first = train(load_config("tiny", resume_overrides(tiny_overrides, n)), resumed, progress=False)
+    assert first.steps == n
+    assert "resuming" not in capsys.readouterr().out
+    second = train(
+        load_config("tiny", resume_overrides(tiny_overrides, 2 * n)), resumed, progress=False
+    )
+    assert f"resuming from step {n} " in capsys.readouterr().out
+    assert second.steps == 2 * n
+    whole = train(
+        load_config("tiny", resume_overrides(tiny_overrides, 2 * n)), straight, progress=False
+    )
+    assert whole.steps == 2 * n
+
+    a, b = metrics(resumed), metrics(straight)
+    assert [r["step"] for r in a if r["kind"] == "train"] == list(range(1, 2 * n + 1))
+    assert {r["epoch"] for r in b if r["kind"] == "train"} == {1, 2}  # an epoch boundary is crossed
+    assert comparable(a, n) == comparable(b, n)  # train and valid lines after the resume point
+    # the weights end equal too, and so does the final model (not the first run's model/)
+    for folder in (f"checkpoints/step_{2 * n:08d}", "model"):
+        wa = load_file(str(resumed / folder / "model.safetensors"))
+        wb = load_file(str(straight / folder / "model.safetensors"))
+        for name in wb:
+            torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=1e-6, msg=name)
+    assert second.best_valid == whole.best_valid
+
+
+def test_resuming_a_finished_run_trains_no_further(
+    tmp_path: Path, tiny_overrides: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = load_config("tiny", [*tiny_overrides, "train.max_steps=4", "train.validate_every=4"])
+    train(cfg, tmp_path, progress=False)
+    before = (tmp_path / "metrics.jsonl").read_text()
+    capsys.readouterr()
+    again = train(cfg, tmp_path, progress=False)
+    assert again.steps == 4
+    assert "resuming from step 4 " in capsys.readouterr().out
+    assert (tmp_path / "metrics.jsonl").read_text() == before
+
+
+def test_metrics_checkpoints_pruning_and_final_model(
+    tmp_path: Path, tiny_overrides: list[str]
+) -> None:
+    steps, keep_last = 30, 2
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            "data.valid_subset=20",
+            "train.valid_bleu=true",
+            f"train.max_steps={steps}",
+            "train.log_every=4",
+            "train.validate_every=10",
+            "train.checkpoint_every=5",
+            f"train.keep_last={keep_last}",
+        ],
+    )
+    result = train(cfg, tmp_path, progress=False)
+
+    records = metrics(tmp_path)
+    train_lines = [r for r in records if r["kind"] == "train"]
+    valid_lines = [r for r in records if r["kind"] == "valid"]
+    assert {r["kind"] for r in records} == {"train", "valid"}
+    assert [r["step"] for r in train_lines] == list(range(4, steps + 1, 4))
+    assert [r["step"] for r in valid_lines] == [10, 20, 30]
+    schedule = make_schedule("inverse_sqrt", lr=cfg.train.lr, warmup=cfg.train.warmup, d_model=64)
+    for r in train_lines:
+        assert set(r) == TRAIN_KEYS, r
+        assert r["lr"] == pytest.approx(schedule(r["step"]))
+        assert r["loss"] > 0 and r["nll"] > 0 and r["tokens_per_s"] > 0
+    for r in valid_lines:
+        assert set(r) == VALID_KEYS | {"bleu"}, r
+        assert 0 <= r["accuracy"] <= 1 and 0 <= r["bleu"] <= 100
+    assert train_lines[-1]["loss"] < train_lines[0]["loss"]
+
+    kept = step_dirs(tmp_path)
+    best, last = pointer(tmp_path, "BEST"), pointer(tmp_path, "LAST")
+    assert last == f"step_{steps:08d}"
+    assert len(kept) <= keep_last + 1
+    assert kept[-keep_last:] == [f"step_{s:08d}" for s in (25, 30)]
+    assert best in kept and best in {f"step_{s:08d}" for s in (10, 20, 30)}
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if ".tmp" in p.name]
+    for name in kept:
+        assert {p.name for p in (tmp_path / "checkpoints" / name).iterdir()} == {
+            "model.safetensors",
+            "config.json",
+            "spm.model",
+            "trainer.safetensors",
+            "trainer.json",
+        }
+
+    loaded = ckpt.load_model_dir(tmp_path / "model")
+    assert loaded.config == cfg
+    assert result.model_dir == tmp_path / "model"
+    best_weights = load_file(str(tmp_path / "checkpoints" / best / "model.safetensors"))
+    final_weights = load_file(str(tmp_path / "model" / "model.safetensors"))
+    assert best_weights.keys() == final_weights.keys()
+    assert all(torch.equal(best_weights[k], final_weights[k]) for k in best_weights)
+
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert summary["steps"] == steps and summary["stop_reason"] == f"max_steps={steps}"
+    assert summary["best_valid"] == result.best_valid
+    assert (tmp_path / "config.yaml").is_file()
+    assert load_config(str(tmp_path / "config.yaml")) == cfg
+
+
+def test_average_last_makes_the_final_model_the_mean(
+    tmp_path: Path, tiny_overrides: list[str]
+) -> None:
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            "train.max_steps=12",
+            "train.validate_every=12",
+            "train.checkpoint_every=3",
+            "train.keep_last=1",
+            "train.average_last=3",
+        ],
+    )
+    train(cfg, tmp_path, progress=False)
+    kept = step_dirs(tmp_path)
+    assert kept[-3:] == [f"step_{s:08d}" for s in (6, 9, 12)]  # average_last outranks keep_last
+    parts = [load_file(str(tmp_path / "checkpoints" / k / "model.safetensors")) for k in kept[-3:]]
+    final = load_file(str(tmp_path / "model" / "model.safetensors"))
+    assert not torch.equal(parts[0]["src_embed.weight"], parts[2]["src_embed.weight"])
+    for name, value in final.items():
+        mean = sum(p[name].double() for p in parts) / 3
+        torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6, msg=name)
+    meta = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert meta["made_from"].startswith("average of 3 checkpoints")
+    ckpt.load_model_dir(tmp_path / "model")
+
+
+def test_test_split_is_scored_at_the_end(tiny_run: Path, multi30k_dir: Path) -> None:
+    summary = json.loads((tiny_run / "results.json").read_text())
+    test = summary["test"]
+    assert test["split"] == "test2016"
+    assert 0 <= test["bleu"] <= 100 and 0 <= test["chrf"] <= 100
+    assert test["signature"].startswith("nrefs:1|")
+    assert json.loads((tiny_run / "test2016.json").read_text()) == test
+    n_lines = len(read_lines(multi30k_dir / "test2016.en"))
+    hyp = (tiny_run / "test2016.hyp").read_text(encoding="utf-8")
+    assert hyp.count("\n") == n_lines
+
+
+def test_bad_schedule_fails_before_reading_data(tmp_path: Path) -> None:
+    cfg = load_config("tiny", [f"data.data_dir={tmp_path / 'absent'}", "train.schedule=cosine"])
+    with pytest.raises(CsanError, match=r"train\.schedule: unknown schedule 'cosine'"):
+        train(cfg, tmp_path / "run", progress=False)
+
+
+def test_missing_data_dir_is_named(tmp_path: Path) -> None:
+    cfg = load_config("tiny", [f"data.data_dir={tmp_path / 'absent'}"])
+    with pytest.raises(CsanError, match="absent"):
+        train(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists()
