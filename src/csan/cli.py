@@ -218,9 +218,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from csan.bench import main as bench_main
 
         return int(bench_main(args.rest) or 0)
-    from csan.benchmarks import main as train_bench_main
+    from csan.bench_nmt import main as nmt_bench_main
 
-    return int(train_bench_main([args.what, *args.rest]) or 0)
+    return int(nmt_bench_main([args.what, *args.rest]) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
