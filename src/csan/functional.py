@@ -38,7 +38,8 @@ __all__ = [
 BACKENDS = ("auto", "dense", "reference", "blocked")
 HEAD_BOUNDARIES = ("wrap", "clip")
 # "auto" uses the blocked O(T*M) kernel, when it exists, from this many positions on (CPU only).
-BLOCKED_MIN_TIME = 256
+BLOCKED_MIN_TIME = 128  # measured crossover on a 2-core CPU (benchmarks/results): ~96-128 at M=11
+BLOCKED_MIN_WINDOWS = 8  # ... and about 8 windows long (M=31 crosses at ~192-256)
 
 
 def check_local_options(
@@ -79,13 +80,14 @@ def choose_backend(time: int, window: int, device: torch.device) -> str:
     """The kernel ``backend="auto"`` uses for a sequence of ``time`` positions.
 
     Dense (one masked SDPA, O(T^2)) unless the blocked O(T*M) kernel exists, the tensors are on the CPU
-    and the sequence is long (``time >= BLOCKED_MIN_TIME``) compared with the window (``window < time/2``).
+    and the sequence is long: ``time >= max(BLOCKED_MIN_TIME, BLOCKED_MIN_WINDOWS * window)`` (crossovers
+    measured with ``csan bench attention`` on a 2-core CPU; on CUDA dense until measured there).
 
     Example:
         >>> choose_backend(30, 11, torch.device("cpu"))
         'dense'
     """
-    long_sequence = time >= BLOCKED_MIN_TIME and 2 * window < time
+    long_sequence = time >= max(BLOCKED_MIN_TIME, BLOCKED_MIN_WINDOWS * window)
     if long_sequence and device.type == "cpu" and _blocked_kernel() is not None:
         return "blocked"
     return "dense"

@@ -4,13 +4,24 @@
   every fast path is tested against it.
 - :mod:`csan.kernels.dense`: band-masked ``scaled_dot_product_attention`` (O(T^2) memory, fast for
   sentence-length inputs).
-- ``csan.kernels.blocked`` (optional, O(T*M)): used by :func:`csan.functional.local_attention` when it exists.
+- :mod:`csan.kernels.blocked`: O(T*M) time and memory (query blocks against their key halo, a
+  recomputing backward); :func:`csan.functional.local_attention` picks it for long sequences.
+- :mod:`csan.kernels.cache`: a bounded key/value cache (the last M-1 positions) for causal windows.
+- :mod:`csan.kernels.flex`: FlexAttention block masks on CUDA.
 
 Pick a kernel through :func:`csan.functional.local_attention` (it validates the options); call a kernel
 directly only when the options are known to be valid.
 """
 
+from csan.kernels.blocked import blocked_local_attention
+from csan.kernels.cache import WindowCache
 from csan.kernels.dense import dense_local_attention, masked_attention
 from csan.kernels.reference import reference_local_attention
 
-__all__ = ["dense_local_attention", "masked_attention", "reference_local_attention"]
+__all__ = [
+    "WindowCache",
+    "blocked_local_attention",
+    "dense_local_attention",
+    "masked_attention",
+    "reference_local_attention",
+]

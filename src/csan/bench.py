@@ -1,0 +1,362 @@
+"""Attention benchmark: dense (band-masked SDPA, O(T^2)) against the O(T*M) kernels.
+
+Run it as ``csan bench attention [--lengths ...] [--device ...] [--out DIR]`` (or
+``python -m csan.bench``); results go to ``<out>/attention-<device>-<date>.{json,md}`` with the machine.
+
+What is measured, per (case, time, head window, backend):
+
+- ``forward_ms``: median wall time of an inference forward (``torch.no_grad``), after warm-up runs.
+- ``train_ms``: median wall time of forward + backward (gradients of q, k, v).
+- ``peak_mib``: the peak of live tensor memory during one forward + backward, above what was live before
+  it (inputs excluded; the output and the three gradients included). CPU: every allocation and free the
+  PyTorch CPU allocator reports to ``torch.profiler`` (``profile_memory=True``), replayed in time order;
+  CUDA: ``torch.cuda.max_memory_allocated``. Allocator caches and the Python heap are not counted.
+- ``workspace_mib``: ``peak_mib`` minus the output and the three gradients, which every backend must
+  return: the memory a kernel needs beyond its inputs and results.
+
+Cases: ``long`` sweeps ``lengths`` at ``batch``; ``sentence`` is a batch of 64 x 32 tokens. Dense is skipped
+("oom-skipped") when its memory, extrapolated as T^2 from the previous length, would pass 8 GiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["DEFAULT_LENGTHS", "machine_info", "main", "run_attention_bench", "write_results"]
+
+DEFAULT_LENGTHS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+SENTENCE = (64, 32)  # (batch, time) of the "sentence" case
+MAX_DENSE_BYTES = 8 * 2**30
+MIB = 2**20
+
+Kernel = Callable[..., Tensor]
+
+
+def _kernels(device: torch.device) -> dict[str, Kernel | None]:
+    """Backend name -> kernel with the ``local_attention`` keyword signature (None: unavailable)."""
+    from csan.kernels.blocked import blocked_local_attention
+    from csan.kernels.dense import dense_local_attention
+    from csan.kernels.flex import flex_available, flex_local_attention
+
+    kernels: dict[str, Kernel | None] = {
+        "dense": dense_local_attention,
+        "blocked": blocked_local_attention,
+        "flex": flex_local_attention if flex_available(device) else None,
+    }
+    try:
+        from csan.functional import local_attention
+
+        kernels["auto"] = lambda q, k, v, **kw: local_attention(q, k, v, backend="auto", **kw)
+    except ImportError:  # functional.py not there yet
+        kernels["auto"] = None
+    return kernels
+
+
+def machine_info(device: torch.device) -> dict[str, Any]:
+    """CPU model, core and thread counts, PyTorch version and the device, for the results file."""
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": str(device),
+    }
+    # Settings that move CPU timings: huge pages for big tensors (page faults are slow on some VMs),
+    # OpenMP waiting (spinning threads stall when the cores are shared).
+    for name in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"):
+        info[name] = os.environ.get(name, "")
+    try:
+        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
+        info["transparent_hugepage"] = thp
+    except OSError:
+        pass
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_ms(
+    fn: Callable[[], object], *, repeats: int, warmup: int, device: torch.device
+) -> float:
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def _peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak live tensor bytes while ``fn`` runs, above the bytes live when it starts."""
+    if device.type == "cuda":
+        _sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        fn()
+        _sync(device)
+        return torch.cuda.max_memory_allocated(device) - start
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    live = peak = 0
+    for event in events:
+        live += event.nbytes()  # negative for a free
+        peak = max(peak, live)
+    return peak
+
+
+def _measure(
+    kernel: Kernel,
+    *,
+    batch: int,
+    time_: int,
+    heads: int,
+    head_dim: int,
+    options: dict[str, Any],
+    device: torch.device,
+    repeats: int,
+    warmup: int,
+    memory: bool,
+) -> dict[str, Any]:
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    shape = (batch, heads, time_, head_dim)
+    q, k, v = (torch.randn(shape, generator=gen).to(device).requires_grad_() for _ in range(3))
+    grad = torch.randn(shape, generator=gen).to(device)
+
+    def forward() -> None:
+        with torch.no_grad():
+            kernel(q, k, v, **options)
+
+    def train() -> None:
+        kernel(q, k, v, **options).backward(grad)
+        q.grad = k.grad = v.grad = None
+
+    row: dict[str, Any] = {
+        "forward_ms": _median_ms(forward, repeats=repeats, warmup=warmup, device=device),
+        "train_ms": _median_ms(train, repeats=repeats, warmup=warmup, device=device),
+    }
+    if memory:
+        peak = _peak_bytes(train, device)
+        results = 4 * q.numel() * q.element_size()  # output + 3 gradients
+        row["peak_mib"] = peak / MIB
+        row["workspace_mib"] = max(peak - results, 0) / MIB
+    return row
+
+
+def run_attention_bench(
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    *,
+    window: int = 11,
+    head_windows: Sequence[int] = (1, 3),
+    heads: int = 8,
+    head_dim: int = 64,
+    batch: int = 1,
+    device: str | torch.device = "cpu",
+    repeats: int = 5,
+    warmup: int = 1,
+    backends: Sequence[str] = ("dense", "blocked", "flex", "auto"),
+    sentence: bool = True,
+    memory: bool = True,
+    max_dense_bytes: int = MAX_DENSE_BYTES,
+    log: Callable[[str], None] | None = print,
+) -> list[dict[str, Any]]:
+    """Time (and measure memory of) every backend on every case; returns one dict per measurement.
+
+    Each row: ``case`` ("long" or "sentence"), ``backend``, ``batch``, ``time``, ``heads``, ``head_dim``,
+    ``window``, ``head_window``, ``status`` ("ok", "oom-skipped", "unavailable") and, when ok,
+    ``forward_ms``, ``train_ms``, ``peak_mib``, ``workspace_mib`` (see the module docstring).
+
+    Example:
+        >>> rows = run_attention_bench([64], head_windows=(1,), repeats=1, sentence=False, log=None)
+        >>> sorted(r["backend"] for r in rows if r["status"] == "ok")
+        ['auto', 'blocked', 'dense']
+    """
+    device = torch.device(device)
+    kernels = _kernels(device)
+    cases = [("long", batch, t) for t in lengths]
+    if sentence:
+        cases.append(("sentence", *SENTENCE))
+    rows = []
+    dense_peak: dict[tuple[int, int], tuple[int, float]] = {}  # (batch, N) -> (time, peak bytes)
+    for case, b, t in cases:
+        for n in head_windows:
+            options = {"window": window, "head_window": n}
+            for name in backends:
+                row: dict[str, Any] = {
+                    "case": case, "backend": name, "batch": b, "time": t, "heads": heads,
+                    "head_dim": head_dim, "window": window, "head_window": n, "status": "ok",
+                }  # fmt: skip
+                kernel = kernels.get(name)
+                if kernel is None:
+                    row["status"] = "unavailable"
+                elif name == "dense" and _dense_too_big(dense_peak.get((b, n)), t, max_dense_bytes):
+                    row["status"] = "oom-skipped"
+                else:
+                    sizes = {"batch": b, "time_": t, "heads": heads, "head_dim": head_dim}
+                    runs = {"repeats": repeats, "warmup": warmup, "memory": memory}
+                    row.update(_measure(kernel, options=options, device=device, **sizes, **runs))
+                    if name == "dense" and memory:
+                        dense_peak[(b, n)] = (t, row["peak_mib"] * MIB)
+                rows.append(row)
+                if log is not None:
+                    log(_format_row(row))
+    return rows
+
+
+def _dense_too_big(previous: tuple[int, float] | None, time_: int, limit: int) -> bool:
+    """Whether dense at ``time_`` would pass ``limit`` bytes, scaling the last measured peak as T^2."""
+    if previous is None:
+        return False
+    t0, peak0 = previous
+    return peak0 * (time_ / t0) ** 2 > limit
+
+
+def _format_row(row: dict[str, Any]) -> str:
+    head = f"{row['case']:8} b={row['batch']:<3} T={row['time']:<6} N={row['head_window']} {row['backend']:8}"
+    if row["status"] != "ok":
+        return f"{head} {row['status']}"
+    text = f"{head} fwd {row['forward_ms']:9.2f} ms  fwd+bwd {row['train_ms']:9.2f} ms"
+    if "peak_mib" in row:
+        text += f"  peak {row['peak_mib']:8.1f} MiB  workspace {row['workspace_mib']:8.1f} MiB"
+    return text
+
+
+def _ratio(num: float | None, den: float | None) -> str:
+    return f"{num / den:.1f}x" if num and den else "-"
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table of ``rows`` with the dense/backend ratios of time and workspace."""
+    dense = {
+        (r["case"], r["batch"], r["time"], r["head_window"]): r
+        for r in rows
+        if r["backend"] == "dense" and r["status"] == "ok"
+    }
+    lines = [
+        "| case | batch x time | N | backend | forward ms | fwd+bwd ms | peak MiB | workspace MiB "
+        "| dense/this fwd+bwd | dense/this workspace |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        cells = [r["case"], f"{r['batch']} x {r['time']}", str(r["head_window"]), r["backend"]]
+        if r["status"] != "ok":
+            lines.append("| " + " | ".join([*cells, r["status"], "", "", "", "", ""]) + " |")
+            continue
+        d = dense.get((r["case"], r["batch"], r["time"], r["head_window"]), {})
+        cells += [
+            f"{r['forward_ms']:.2f}",
+            f"{r['train_ms']:.2f}",
+            f"{r['peak_mib']:.1f}" if "peak_mib" in r else "-",
+            f"{r['workspace_mib']:.1f}" if "workspace_mib" in r else "-",
+            _ratio(d.get("train_ms"), r["train_ms"]),
+            _ratio(d.get("workspace_mib"), r.get("workspace_mib")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(
+    rows: list[dict[str, Any]], machine: dict[str, Any], out_dir: str | Path, *, command: str = ""
+) -> tuple[Path, Path]:
+    """Save ``rows`` as ``attention-<device>-<date>.json`` and ``.md`` in ``out_dir``; return both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.timezone.utc)
+    stem = f"attention-{machine['device'].split(':')[0]}-{now:%Y-%m-%d}"
+    json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    payload = {"date": now.isoformat(timespec="seconds"), "command": command, "machine": machine}
+    json_path.write_text(json.dumps({**payload, "rows": rows}, indent=2) + "\n")
+    header = [f"# Attention benchmark, {payload['date']}", ""]
+    header += [f"- {key}: {value}" for key, value in machine.items()]
+    if command:
+        header.append(f"- command: `{command}`")
+    header += ["", __doc__.split("What is measured", 1)[1].split("Cases:", 1)[0].strip(), "", ""]
+    md_path.write_text("\n".join(header) + markdown_table(rows))
+    return json_path, md_path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="csan bench attention", description=__doc__.split("\n")[0])
+    p.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
+    p.add_argument("--window", type=int, default=11)
+    p.add_argument("--head-windows", type=int, nargs="+", default=[1, 3])
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: PyTorch's)")
+    p.add_argument("--backends", nargs="+", default=["dense", "blocked", "flex", "auto"])
+    p.add_argument("--no-sentence", action="store_true", help="skip the batch 64 x 32 case")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    p.add_argument("--out", default="benchmarks/results", help="folder for the .json and .md files")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``csan bench attention ...``; prints the table and writes the results files."""
+    args = _parser().parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    rows = run_attention_bench(
+        args.lengths,
+        window=args.window,
+        head_windows=args.head_windows,
+        heads=args.heads,
+        head_dim=args.head_dim,
+        batch=args.batch,
+        device=device,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        backends=args.backends,
+        sentence=not args.no_sentence,
+        memory=not args.no_memory,
+    )
+    print()
+    print(markdown_table(rows))
+    command = "csan bench attention " + " ".join(sys.argv[1:] if argv is None else argv)
+    json_path, md_path = write_results(
+        rows, machine_info(device), args.out, command=command.strip()
+    )
+    print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""csan.bench: the attention benchmark runs, measures, and writes its results with the machine."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from csan import bench
+
+
+def test_rows_cover_backends_and_cases():
+    rows = bench.run_attention_bench(
+        [32, 64], head_windows=(1, 3), heads=4, head_dim=8, repeats=1, warmup=0, log=None
+    )
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert {r["backend"] for r in ok} >= {"dense", "blocked"}
+    assert {r["case"] for r in ok} == {"long", "sentence"}
+    assert {r["status"] for r in rows if r["backend"] == "flex"} == {"unavailable"}
+    for r in ok:
+        assert r["forward_ms"] > 0 and r["train_ms"] > 0
+        assert r["peak_mib"] >= r["workspace_mib"] >= 0
+
+
+def test_peak_memory_sees_a_large_temporary():
+    def make_temporary():
+        x = torch.ones(2**20)  # 4 MiB, freed at once
+        del x
+
+    assert 4.0 <= bench._peak_bytes(make_temporary, torch.device("cpu")) / 2**20 < 4.5
+
+
+def test_dense_is_skipped_when_it_would_need_too_much_memory():
+    rows = bench.run_attention_bench(
+        [32, 64], head_windows=(1,), heads=2, head_dim=8, repeats=1, warmup=0,
+        backends=("dense",), sentence=False, max_dense_bytes=2**10, log=None,
+    )  # fmt: skip
+    assert [r["status"] for r in rows] == ["ok", "oom-skipped"]
+
+
+def test_main_writes_json_and_markdown(tmp_path, capsys):
+    argv = ["--lengths", "32", "--head-windows", "1", "--heads", "2", "--head-dim", "8",
+            "--repeats", "1", "--warmup", "0", "--no-sentence", "--out", str(tmp_path)]  # fmt: skip
+    assert bench.main(argv) == 0
+    [json_path] = tmp_path.glob("attention-cpu-*.json")
+    [md_path] = tmp_path.glob("attention-cpu-*.md")
+    data = json.loads(json_path.read_text())
+    assert data["machine"]["torch"] == torch.__version__
+    assert data["machine"]["device"] == "cpu"
+    assert {r["backend"] for r in data["rows"]} >= {"dense", "blocked"}
+    text = md_path.read_text()
+    assert "| long | 1 x 32 | 1 | blocked |" in text
+    assert data["machine"]["cpu"] in text
+    assert "dense/this" in capsys.readouterr().out
