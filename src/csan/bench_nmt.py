@@ -197,6 +197,98 @@ def run_train_bench(
     return rows
 
 
+PAPER_PLACEMENT = {  # Table 1 rows: encoder self-attention of the lower half of the layers
+    "vanilla": "vanilla",
+    "rel_pos": "rel_pos@{lower}",
+    "neighbor": "neighbor@{lower}",
+    "local_hard": "local_hard@{lower}",
+    "local_soft": "local_soft@{lower}",
+    "block": "block@{lower}",
+    "cnn": "cnn@{lower}",
+    "bi_direct": "bi_direct@{lower}",
+    "csan1d": "csan1d@{lower}",
+    "csan2d": "csan2d@{lower}",
+    "context": "context@{lower}",
+    "conv_qkv": "conv_qkv",
+}
+
+
+def run_variant_bench(
+    preset: str = "multi30k-small",
+    *,
+    steps: int = 10,
+    warmup: int = 3,
+    variants: Sequence[str] = tuple(PAPER_PLACEMENT),
+    overrides: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Training step time of each attention variant relative to vanilla (the paper's "Speed").
+
+    Every variant replaces the encoder self-attention of the lower half of the layers (the paper's
+    lowest 3 of 6); all train on the same real batches, eager mode (no torch.compile, so that no
+    variant is favoured by a compiler), with the preset's CPU bf16 setting. Steps are interleaved
+    across variants so that all see the same machine state.
+    """
+    from csan.config import load_config
+    from csan.models import build_model
+    from csan.training.data import load_training_data
+    from csan.training.loss import TranslationLoss
+
+    base = load_config(preset, [*overrides, "train.evaluate_test=false"])
+    data = load_training_data(base)
+    lower = f"0-{max(base.model.encoder_layers // 2 - 1, 0)}"
+    batches = [data.batch(idx) for idx in data.sampler.batches(1)[: warmup + steps]]
+    systems = {}
+    for name in variants:
+        spec = PAPER_PLACEMENT.get(name, name).format(lower=lower)
+        field = "model.encoder_attention"
+        extra = [f"{field}={spec}"]
+        if name == "conv_qkv":
+            extra += ["model.decoder_attention=conv_qkv", "model.cross_attention=conv_qkv"]
+        cfg = load_config(preset, [*overrides, *extra])
+        torch.manual_seed(0)
+        model = build_model(cfg.model, len(data.spm))
+        systems[name] = (
+            TranslationLoss(model, epsilon=cfg.train.label_smoothing),
+            torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9),
+            sum(p.numel() for p in model.parameters()),
+            spec,
+        )
+    use_bf16 = base.train.cpu_bf16
+    times: dict[str, list[float]] = {n: [] for n in systems}
+    for i, b in enumerate(batches):
+        for name, (loss_fn, opt, _, _) in systems.items():
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            ctx = (
+                torch.autocast("cpu", dtype=torch.bfloat16)
+                if use_bf16
+                else contextlib.nullcontext()
+            )
+            with ctx:
+                loss = loss_fn(b.src, b.tgt_in, b.tgt_out)[0]
+            (loss / b.tgt_tokens).backward()
+            opt.step()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t0)
+    ref = statistics.median(times[next(iter(systems))])
+    ref_params = systems[next(iter(systems))][2]
+    rows = []
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        rows.append(
+            {
+                "variant": name,
+                "placement": systems[name][3],
+                "params": systems[name][2],
+                "added_params": systems[name][2] - ref_params,
+                "median_step_ms": round(med * 1e3, 1),
+                "steps_per_s": round(1 / med, 3),
+                "relative_speed": round(ref / med, 3),
+            }
+        )
+    return rows
+
+
 def run_translate_bench(
     model_dir: str, src: str, *, beam: int = 4, repeats: int = 1
 ) -> dict[str, Any]:
@@ -249,7 +341,7 @@ def _save(kind: str, payload: dict[str, Any], table: str, out: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """``csan bench train|translate ...``."""
     p = argparse.ArgumentParser(prog="csan bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["train", "translate"])
+    p.add_argument("what", choices=["train", "translate", "variants"])
     p.add_argument("--config", default="multi30k-small", help="preset or YAML (train)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--steps", type=int, default=20, help="timed steps per system (train)")
@@ -272,6 +364,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = "\n".join(lines)
         path = _save(
             "train",
+            {"config": args.config, "overrides": args.overrides, "rows": rows},
+            table,
+            Path(args.out),
+        )
+    elif args.what == "variants":
+        rows = run_variant_bench(args.config, steps=args.steps, overrides=args.overrides)
+        lines = [
+            "| variant | placement | params | added | median step (ms) | steps/s | speed vs first |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r['variant']} | {r['placement']} | {r['params']:,} | {r['added_params']:+,} "
+            f"| {r['median_step_ms']} | {r['steps_per_s']} | {r['relative_speed']:.2f}x |"
+            for r in rows
+        ]
+        table = "\n".join(lines)
+        path = _save(
+            "variants",
             {"config": args.config, "overrides": args.overrides, "rows": rows},
             table,
             Path(args.out),
