@@ -2,7 +2,7 @@
 
 ``csan bench train``: the csan Transformer of a preset and a ``torch.nn.Transformer`` of the same size
 (same embeddings tied to the output layer, same dropout, pre- or post-norm alike), trained side by side
-on the same real batches, alternating step by step so that both see the same machine state. Reported:
+on the same real batches, alternating step by step (the order rotating) so that all see the same machine state. Reported:
 median step time (forward, backward, Adam) and target tokens per second, csan both in plain float32
 eager mode and in the preset's own mode (bf16 autocast / torch.compile when the preset sets them).
 
@@ -167,8 +167,10 @@ def run_train_bench(
         for n, (_, mod, _) in systems.items()
     }
     times: dict[str, list[float]] = {n: [] for n in systems}
+    names = list(systems)
     for i, batch in enumerate(batches):
-        for name, (loss_of, module, ctx) in systems.items():
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate: no cold-cache bias
+            loss_of, module, ctx = systems[name]
             module.train()
             t0 = time.perf_counter()
             optimizers[name].zero_grad(set_to_none=True)
@@ -255,8 +257,11 @@ def run_variant_bench(
         )
     use_bf16 = base.train.cpu_bf16
     times: dict[str, list[float]] = {n: [] for n in systems}
+    names = list(systems)
     for i, b in enumerate(batches):
-        for name, (loss_fn, opt, _, _) in systems.items():
+        # rotate the order every step: the first system of a round pays for a cold cache
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            loss_fn, opt = systems[name][0], systems[name][1]
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             ctx = (
