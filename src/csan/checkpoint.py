@@ -30,10 +30,17 @@ __all__ = [
     "LoadedModel",
     "atomic_write_text",
     "best_checkpoint",
+    "check_trainer_state",
     "find_model_dir",
     "latest_checkpoint",
     "load_model_dir",
+    "load_trainer_state",
+    "remove_folder",
+    "remove_stale_temporaries",
     "save_model_dir",
+    "save_trainer_state",
+    "step_folders",
+    "write_folder_atomically",
 ]
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt")
@@ -43,11 +50,15 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves the old file, and nothing else
+        raise
 
 
 def _fsync_dir(path: Path) -> None:
@@ -143,7 +154,10 @@ def _pointer(ckpt_root: Path, name: str) -> Path | None:
     pointer = ckpt_root / name
     if not pointer.is_file():
         return None
-    target = ckpt_root / pointer.read_text(encoding="utf-8").strip()
+    try:
+        target = ckpt_root / pointer.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):  # unreadable or not text: as if absent
+        return None
     return target if (target / "model.safetensors").is_file() else None
 
 
@@ -153,9 +167,70 @@ def best_checkpoint(run_dir: Path) -> Path | None:
     return _pointer(root, "BEST") or _pointer(root, "LAST")
 
 
+CHECKPOINT_FILES = (
+    "model.safetensors",
+    "config.json",
+    "spm.model",
+    "trainer.safetensors",
+    "trainer.json",
+)
+"""What a training checkpoint folder ``checkpoints/step_NNNNNNNN`` holds."""
+
+
+def step_folders(run_dir: Path) -> list[Path]:
+    """The ``checkpoints/step_*`` folders of a run, oldest first (temporary folders excluded)."""
+    root = Path(run_dir) / "checkpoints"
+    return sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint ``LAST`` points to in a run folder, if any."""
-    return _pointer(Path(run_dir) / "checkpoints", "LAST")
+    """The checkpoint to resume from: the one ``LAST`` points to, else the newest complete one.
+
+    ``LAST`` is written right after its folder is renamed into place, so a run killed between the
+    two has a complete folder that ``LAST`` does not name yet; one whose ``LAST`` was lost (or
+    names a folder that was deleted) resumes from its newest complete ``step_*`` folder too.
+    """
+    last = _pointer(Path(run_dir) / "checkpoints", "LAST")
+    if last is not None:
+        return last
+    complete = [
+        p for p in step_folders(run_dir) if all((p / f).is_file() for f in CHECKPOINT_FILES)
+    ]
+    return complete[-1] if complete else None
+
+
+def remove_folder(path: Path) -> None:
+    """Delete a folder so that no half-deleted copy is ever seen under its name.
+
+    It is renamed to ``<name>.old-<pid>`` first (atomic), then removed; a kill in between leaves
+    only a dotted name that :func:`step_folders` ignores and :func:`remove_stale_temporaries` removes.
+    """
+    path = Path(path)
+    old = path.with_name(f"{path.name}.old-{os.getpid()}")
+    try:
+        os.replace(path, old)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_stale_temporaries(folder: Path) -> list[str]:
+    """Remove ``*.tmp-<pid>`` and ``*.old-<pid>`` leftovers of a killed writer in ``folder``.
+
+    Only call this while no other process writes there (the trainer holds the run's lock).
+    Returns the names removed.
+    """
+    removed = []
+    for p in sorted(Path(folder).glob("*")):
+        _, dot, tag = p.name.rpartition(".")
+        if not dot or not (tag.startswith("tmp-") or tag.startswith("old-")):
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p.name)
+    return removed
 
 
 def read_model_meta(folder: Path) -> dict[str, Any]:
@@ -176,7 +251,11 @@ def load_weights(model: nn.Module, path: Path) -> None:
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
-        raise CsanError(f"{path}: cannot read weights ({str(e).splitlines()[0]})") from None
+        lines = str(e).splitlines() or [type(e).__name__]
+        mismatch = next((line.strip() for line in lines if "size mismatch" in line), None)
+        if mismatch:  # "size mismatch for NAME: copying a param with shape ..."
+            raise CsanError(f"{path}: weights do not fit the model ({mismatch})") from None
+        raise CsanError(f"{path}: cannot read weights ({lines[0]})") from None
     if missing or unexpected:
         # safetensors returns sets of names (lists in older versions)
         names = sorted(missing) if missing else sorted(unexpected)
@@ -234,6 +313,18 @@ def optimizer_from_files(optimizer: torch.optim.Optimizer, tensors: dict, meta: 
     for g in groups:
         if "betas" in g:
             g["betas"] = tuple(g["betas"])
+    # load_state_dict checks the group sizes, not the shapes: a mismatch would fail at the next step
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for idx, values in state.items():
+        if not 0 <= idx < len(params):
+            raise ValueError(f"state for parameter {idx}, the model has {len(params)}")
+        for key, value in values.items():
+            shape = params[idx].shape
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != shape:
+                raise ValueError(
+                    f"{key} of parameter {idx} has shape {tuple(value.shape)}, "
+                    f"the parameter {tuple(shape)}"
+                )
     optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
@@ -244,17 +335,54 @@ def save_trainer_state(
     (folder / "trainer.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
+# trainer.json: the keys the trainer needs to resume, and their JSON types
+TRAINER_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "step": int,
+    "epoch": int,
+    "batch_in_epoch": int,
+    "train_seconds": (int, float),
+    "tokens_seen": int,
+    "best": (dict, type(None)),
+    "optimizer": dict,
+    "rng_python": list,
+    "rng_numpy": list,
+}
+
+
 def load_trainer_state(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read ``trainer.safetensors`` and ``trainer.json``; a damaged one is a CsanError naming it."""
+    folder = Path(folder)
     path = folder / "trainer.safetensors"
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise CsanError(f"{path}: cannot read trainer state ({str(e).splitlines()[0]})") from None
+    path = folder / "trainer.json"
     try:
-        meta = json.loads((folder / "trainer.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise CsanError(f"{folder / 'trainer.json'}: cannot read ({e})") from None
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CsanError(f"{path}: missing (a checkpoint to resume from has trainer.json)") from None
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CsanError(f"{path}: corrupted ({str(e).splitlines()[0]})") from None
+    if not isinstance(meta, dict):
+        raise CsanError(f"{path}: corrupted (expected a JSON object)")
     return tensors, meta
+
+
+def check_trainer_state(folder: Path, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    """Check that what :func:`load_trainer_state` read is a whole trainer state (else CsanError)."""
+    folder = Path(folder)
+    if "rng.torch" not in tensors:
+        raise CsanError(
+            f"{folder / 'trainer.safetensors'}: not a csan trainer state (no 'rng.torch' tensor)"
+        )
+    path = folder / "trainer.json"
+    for key, types in TRAINER_META_TYPES.items():
+        if key not in meta:
+            raise CsanError(f"{path}: not a csan trainer state (no {key!r})")
+        value = meta[key]
+        if not isinstance(value, types) or isinstance(value, bool):  # JSON true is no number
+            raise CsanError(f"{path}: {key!r} has a wrong type ({type(value).__name__})")
 
 
 def average_checkpoints(model: nn.Module, folders: list[Path]) -> None:

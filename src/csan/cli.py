@@ -1,7 +1,9 @@
-"""The ``csan`` command line: train, translate, evaluate, info, average, bench.
+"""The ``csan`` command line: train, translate, evaluate, info, average, bench, and the experiments
+(compare, ablate, analyze, plot).
 
 User mistakes (a bad file, an unknown option) print one line ``csan: error: ...`` and exit with
-status 2; no traceback.
+status 2; no traceback. ``csan train`` stopped by SIGINT or SIGTERM saves a checkpoint and exits with
+128 + the signal's number (130, 143); the same command resumes it.
 """
 
 from __future__ import annotations
@@ -45,10 +47,19 @@ def _load_cfg(args: argparse.Namespace):
     overrides = list(args.overrides)
     if getattr(args, "data_dir", None):
         overrides.append(f"data.data_dir={args.data_dir}")
-    return load_config(args.config, overrides)
+    try:
+        return load_config(args.config, overrides)
+    except UnicodeDecodeError as e:
+        raise CsanError(f"{args.config}: not UTF-8 text (byte {e.start})") from None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """Train a model, or resume the run in --out from its last checkpoint.
+
+    SIGINT/SIGTERM: checkpoint, then exit with 130/143 (run the same command to resume); kill -9
+    loses at most the steps since the last checkpoint. Several processes: torchrun --nproc_per_node N
+    -m csan train ... (N processes with train.max_tokens T each step like one with update_freq=N).
+    """
     from csan.training.trainer import train
 
     cfg = _load_cfg(args)
@@ -57,6 +68,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(
             f"{result.test['split']} BLEU = {result.test['bleu']:.2f} ({result.test['signature']})"
         )
+    if result.interrupted_by:  # checkpoint saved; the shell convention for "killed by a signal"
+        import signal
+
+        return 128 + int(signal.Signals[result.interrupted_by])
     return 0
 
 
@@ -79,6 +94,17 @@ def _read_input(path: str | None) -> list[str]:
     return read_text(path)
 
 
+def _check_output(path: str | None) -> None:
+    """Fail before any work when ``--output`` cannot be written (a folder, a missing parent)."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise CsanError(f"{target}: is a directory, expected an output file")
+    if not target.parent.is_dir():
+        raise CsanError(f"{target}: no such folder {target.parent}")
+
+
 def _write_output(path: str | None, lines: list[str]) -> None:
     text = "".join(line + "\n" for line in lines)
     if path is None or path == "-":
@@ -87,7 +113,10 @@ def _write_output(path: str | None, lines: list[str]) -> None:
         return
     from csan.checkpoint import atomic_write_text
 
-    atomic_write_text(Path(path), text)
+    try:
+        atomic_write_text(Path(path), text)  # all or nothing: a failure leaves the old file
+    except OSError as e:
+        raise CsanError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
 def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
@@ -126,6 +155,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    _check_output(args.output)
     lines = _read_input(args.input)
     _write_output(args.output, _translate(args, lines))
     return 0
@@ -134,6 +164,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from csan.evaluation.bleu import read_text, score
 
+    _check_output(args.output)
     refs = read_text(args.ref)
     if args.hyp:
         hyps = read_text(args.hyp)
@@ -218,9 +249,125 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from csan.bench import main as bench_main
 
         return int(bench_main(args.rest) or 0)
+    if args.what == "long":
+        from csan.bench_long import main as long_main
+
+        return int(long_main(args.rest) or 0)
     from csan.bench_nmt import main as nmt_bench_main
 
     return int(nmt_bench_main([args.what, *args.rest]) or 0)
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CsanError(f"{what} {text!r}: expected comma-separated integers, e.g. 1,2,3") from None
+    if not values:
+        raise CsanError(f"{what}: no values given")
+    return values
+
+
+def _experiment_command(args: argparse.Namespace, *parts: str) -> str:
+    import shlex
+
+    sets = [item for kv in args.overrides for item in ("--set", kv)]
+    data = ["--data-dir", args.data_dir] if args.data_dir else []
+    return shlex.join(["csan", *parts, "--config", args.config, *sets, *data, "--out", args.out])
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Train variants x seeds and write the paper's Table 1 layout (table.md, results.csv, bleu.png)."""
+    from csan.experiments.compare import run_compare
+
+    overrides = list(args.overrides)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    run_compare(
+        args.config,
+        [v for v in args.variants.split(",") if v.strip()],
+        _int_list(args.seeds, "--seeds"),
+        args.out,
+        overrides=overrides,
+        progress=not args.no_progress,
+        command=_experiment_command(
+            args, "compare", "--variants", args.variants, "--seeds", args.seeds
+        ),
+    )
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    """Validation BLEU over window M (csan1d) or head window N (csan2d): paper Fig. 2."""
+    from csan.experiments.ablate import run_ablation
+
+    overrides = list(args.overrides)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    run_ablation(
+        args.config,
+        args.variant,
+        args.out,
+        seeds=_int_list(args.seeds, "--seeds"),
+        values=_int_list(args.values, "--values") if args.values else None,
+        overrides=overrides,
+        progress=not args.no_progress,
+        command=_experiment_command(args, "ablate", "--variant", args.variant),
+    )
+    return 0
+
+
+def _named(item: str, default: str) -> tuple[str, str]:
+    if "=" in item:
+        name, path = item.split("=", 1)
+        return name, path
+    return default, item
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """n-gram gaps to a baseline (paper Fig. 3), or validation accuracy per epoch (convergence)."""
+    from csan.experiments import analyze
+
+    if args.what == "ngram":
+        from csan.evaluation.bleu import read_text
+
+        hyps: dict[str, list[str]] = {}
+        for i, item in enumerate([args.baseline, *args.systems]):
+            name, path = _named(item, "baseline" if i == 0 else Path(item).stem)
+            if name in hyps:
+                raise CsanError(f"analyze ngram: system name {name!r} given twice")
+            hyps[name] = read_text(path)
+        report = analyze.ngram_report(read_text(args.ref), hyps, max_order=args.max_order)
+        files = analyze.write_ngram(report, Path(args.out))
+    else:
+        runs = analyze.convergence_runs(analyze.expand_run_dirs(args.runs))
+        files = analyze.write_convergence(runs, Path(args.out), thresholds=args.thresholds)
+    print(Path(files[0]).read_text(encoding="utf-8"))
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """Heat maps of one sentence's self-attention weights, one per head."""
+    from csan.checkpoint import load_model_dir
+    from csan.experiments.attention_maps import plot_attention, sentence_attention
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    amap = sentence_attention(
+        load_model_dir(args.model),
+        args.sentence,
+        layer=args.layer,
+        side=args.side,
+        target=args.target,
+        sum_key_heads=args.sum_key_heads,
+    )
+    print(
+        f"wrote {plot_attention(amap, args.out)} ({amap.side} layer {amap.layer}: {amap.variant})"
+    )
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -273,9 +420,94 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_attention)
 
     p = sub.add_parser("bench", help="benchmarks that print tables: attention, train")
-    p.add_argument("what", choices=["attention", "train", "translate"])
+    p.add_argument("what", choices=["attention", "long", "train", "translate", "variants"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser(
+        "compare",
+        help="train variants x seeds; the paper's Table 1 (table.md, results.csv, bleu.png)",
+        description=cmd_compare.__doc__,
+    )
+    _config_args(p)
+    p.add_argument(
+        "--variants",
+        required=True,
+        help="comma list of variant names (vanilla, rel_pos, neighbor, local_hard, local_soft, block, "
+        "cnn, bi_direct, csan1d, csan2d, context-<vector>-<enc|dec|both>, conv_qkv, "
+        "conv_qkv_dilated), groups (table1, context, conv) or placements like csan2d@0-1; the first "
+        "is the baseline",
+    )
+    p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
+    p.add_argument(
+        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser(
+        "ablate",
+        help="validation BLEU over window sizes (paper Fig. 2)",
+        description=cmd_ablate.__doc__,
+    )
+    _config_args(p)
+    p.add_argument("--variant", required=True, choices=["csan1d", "csan2d"])
+    p.add_argument(
+        "--values",
+        help="windows to try (csan1d default 1,3,...,15 and whole; csan2d head windows 1,3,...,H)",
+    )
+    p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
+    p.add_argument(
+        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("analyze", help="n-gram gaps (paper Fig. 3) or convergence per epoch")
+    what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    q = what.add_parser("ngram", help="n-gram precision and BLEU-n gaps to a baseline")
+    q.add_argument("--ref", required=True, help="reference file")
+    q.add_argument("--baseline", required=True, metavar="[NAME=]HYP", help="baseline translations")
+    q.add_argument(
+        "--systems", nargs="+", required=True, metavar="NAME=HYP", help="systems to compare"
+    )
+    q.add_argument("--max-order", type=int, default=4, help="largest n (default 4)")
+    q.add_argument("--out", required=True, help="output folder (ngram.md, .csv, .png)")
+    q.set_defaults(func=cmd_analyze)
+    q = what.add_parser(
+        "convergence", help="validation token accuracy per epoch, epochs to 0.90/0.95"
+    )
+    q.add_argument(
+        "--runs",
+        nargs="+",
+        required=True,
+        metavar="[NAME=]DIR",
+        help="run folders (or a `csan compare` folder: all its runs)",
+    )
+    q.add_argument(
+        "--thresholds", type=float, nargs="+", default=[0.90, 0.95], help="accuracies to reach"
+    )
+    q.add_argument("--out", required=True, help="output folder (convergence.md, .csv, .png)")
+    q.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("plot", help="figures from a model: attention heat maps")
+    what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    q = what.add_parser(
+        "attention",
+        help="one sentence's self-attention weights per head",
+        description=cmd_plot.__doc__,
+    )
+    q.add_argument("--model", required=True, help="model folder, or a run folder (uses its model/)")
+    q.add_argument("--sentence", required=True, help="source sentence (raw text)")
+    q.add_argument("--layer", type=int, default=0, help="layer, from 0 (default 0)")
+    q.add_argument("--side", default="encoder", choices=["encoder", "decoder"])
+    q.add_argument("--target", help="decoder side: target text (default: greedy translation)")
+    q.add_argument(
+        "--sum-key-heads", action="store_true", help="2D-CSAN: sum over key heads, one block"
+    )
+    q.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    q.add_argument("--out", required=True, help="PNG file")
+    q.set_defaults(func=cmd_plot)
     return parser
 
 

@@ -95,6 +95,14 @@ class SelfAttention(nn.Module):
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, heads={self.heads}, causal={self.causal}"
 
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """The softmax weights of every query over the keys, (batch, heads, time, time), no dropout.
+
+        For inspection and plots (``csan plot attention``); variants that do not expose their weights
+        raise ``NotImplementedError`` naming themselves.
+        """
+        raise NotImplementedError(f"attention {self.name!r} does not expose its attention weights")
+
     def forward(  # pragma: no cover - abstract
         self,
         x: Tensor,

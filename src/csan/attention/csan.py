@@ -20,7 +20,8 @@ from torch import Tensor
 
 from csan.attention.base import SelfAttention, merge_heads
 from csan.attention.registry import register
-from csan.functional import BACKENDS, check_local_options, local_attention
+from csan.functional import BACKENDS, check_local_options, local_attention, masked_softmax
+from csan.kernels.dense import head_neighbours, local_band
 
 __all__ = ["Csan1dSelfAttention", "Csan2dSelfAttention"]
 
@@ -55,6 +56,31 @@ class _WindowedSelfAttention(SelfAttention):
         if self.head_window > 1:
             windows += f", head_window={self.head_window}, head_boundary={self.head_boundary}"
         return f"{super().extra_repr()}, {windows}"
+
+    def attention_weights(
+        self, x: Tensor, key_padding_mask: Tensor | None = None, *, per_key_head: bool = False
+    ) -> Tensor:
+        """Softmax weights of each (head, query) over its window, as :meth:`forward` uses them.
+
+        Returns (batch, heads, time, time), the weight on each key *position* summed over the key heads
+        of the head window; with ``per_key_head=True`` (batch, heads, time, heads, time): query head,
+        query, key head, key (zero outside the N x M slots). Written from the definition (O(H^2 T^2)):
+        for inspection and plots, not for training. No dropout.
+        """
+        q, k, _ = self.project(x)  # (batch, heads, time, d_h)
+        b, h, t, d_h = q.shape
+        band = local_band(t, t, window=self.window, causal=self.causal, device=x.device)  # (t, t)
+        index, exists = head_neighbours(h, self.head_window, self.head_boundary, x.device)
+        reads = torch.zeros(h, h, dtype=torch.bool, device=x.device)  # (query head, key head)
+        rows = torch.arange(h, device=x.device)[:, None].expand_as(index)
+        reads[rows[exists], index[exists]] = True
+        allowed = reads[None, :, None, :, None] & band[None, None, :, None, :]  # (1, h, t, h, t)
+        if key_padding_mask is not None:
+            allowed = allowed & ~key_padding_mask[:, None, None, None, :]
+        allowed = allowed.expand(b, h, t, h, t).reshape(b, h, t, h * t)  # one softmax axis
+        logits = torch.einsum("bhid,bgjd->bhigj", q, k).reshape(b, h, t, h * t) / d_h**0.5
+        weights = masked_softmax(logits, allowed).reshape(b, h, t, h, t)
+        return weights if per_key_head else weights.sum(dim=3)
 
     def forward(
         self,

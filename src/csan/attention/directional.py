@@ -16,7 +16,7 @@ from torch import Tensor
 
 from csan.attention.base import SelfAttention, merge_heads
 from csan.attention.registry import register
-from csan.functional import masked_attention
+from csan.functional import masked_attention, masked_softmax
 
 __all__ = ["BiDirectionalSelfAttention", "directional_mask"]
 
@@ -61,6 +61,14 @@ class BiDirectionalSelfAttention(SelfAttention):
             raise ValueError(
                 f"bi_direct splits the heads in two halves: heads must be even, got {heads}"
             )
+
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, time, time): forward heads ``j <= i``, backward ``j >= i``."""
+        q, k, _ = self.project(x)  # (batch, heads, time, d_h)
+        allowed = directional_mask(self.heads, x.size(1), x.device)[None]  # (1, heads, time, time)
+        if key_padding_mask is not None:
+            allowed = allowed & ~key_padding_mask[:, None, None, :]
+        return masked_softmax(q @ k.transpose(-1, -2) / self.head_dim**0.5, allowed)
 
     def forward(
         self,

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register, register_cross
+from csan.functional import attention_mask, masked_softmax
 from csan.kernels.sdpa import sdpa
 
 __all__ = ["CrossAttention", "VanillaSelfAttention", "append_state"]
@@ -33,6 +34,16 @@ class VanillaSelfAttention(SelfAttention):
         >>> attn(torch.randn(1, 3, 8)).shape
         torch.Size([1, 3, 8])
     """
+
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, time, time) over the allowed keys (causal, padding), no dropout."""
+        q, k, _ = self.project(x)  # (batch, heads, time, d_h)
+        t = x.size(1)
+        scores = q @ k.transpose(-1, -2) / self.head_dim**0.5  # (batch, heads, time, time)
+        allowed = attention_mask(
+            t, t, key_padding_mask=key_padding_mask, causal=self.causal, device=x.device
+        )
+        return masked_softmax(scores, allowed)
 
     def forward(
         self,

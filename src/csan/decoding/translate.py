@@ -7,6 +7,8 @@ Choices:
   run of Unicode whitespace becomes one space, the ends are stripped.
 - A line that is empty after normalisation (or encodes to no subword) gives an empty output line and
   never reaches the model; the output always has exactly one line per input line, in input order.
+- Each translation goes through :func:`normalize_line` as well, so it is always one line: a byte
+  piece the model emits for a newline or another control character cannot split it.
 - Sources longer than ``max_src_len`` subwords (default: the model's ``max_positions - 1``, leaving room for
   EOS; no limit if the model has no ``max_positions``) are cut to that length, with one warning on the
   ``csan`` logger naming how many lines and the first one.
@@ -163,7 +165,7 @@ def translate_lines(
     outputs = [""] * len(lines)
     if kept:
         for (k, _), text in zip(kept, spm.decode(hyps)):
-            outputs[k] = text
+            outputs[k] = normalize_line(text)  # one line, whatever pieces the model chose
     return outputs
 
 

@@ -16,8 +16,10 @@ from csan.data import (
     collate,
     prepare_corpus,
     resolve_data_dir,
+    split_paths,
 )
-from csan.training.distributed import DistInfo
+from csan.errors import CsanError
+from csan.training.distributed import DistInfo, barrier, same_on_all_ranks
 
 __all__ = ["TrainingData", "cache_root", "load_training_data"]
 
@@ -66,15 +68,39 @@ def load_training_data(
     if tc.evaluate_test and dc.test_split:
         splits.append(dc.test_split)
     spm = SubwordModel.from_bytes(spm_bytes) if spm_bytes is not None else None
-    corpus = prepare_corpus(
-        folder,
-        src_lang=dc.src_lang,
-        tgt_lang=dc.tgt_lang,
-        splits=splits,
-        vocab_size=dc.vocab_size,
-        cache_dir=cache_root() / "prepared" / dc.dataset,
-        spm=spm,
+
+    train_files = " and ".join(
+        str(p) for p in split_paths(folder, dc.train_split, dc.src_lang, dc.tgt_lang)
     )
+
+    def prepare():
+        try:
+            return prepare_corpus(
+                folder,
+                src_lang=dc.src_lang,
+                tgt_lang=dc.tgt_lang,
+                splits=splits,
+                vocab_size=dc.vocab_size,
+                cache_dir=cache_root() / "prepared" / dc.dataset,
+                spm=spm,
+            )
+        except CsanError as e:
+            if str(e).startswith("cannot train a subword model"):  # say which files
+                raise CsanError(f"{train_files}: {e}") from None
+            raise
+
+    # Under DDP rank 0 learns the subword model and fills the cache first; the others then read
+    # the cache, so every rank has the same vocabulary (and the cache is written once).
+    if dist.is_main:
+        corpus = prepare()
+    barrier(dist)
+    if not dist.is_main:
+        corpus = prepare()
+    if not same_on_all_ranks(corpus.spm.to_bytes(), dist):
+        raise CsanError(
+            f"rank {dist.rank}: the subword model differs between processes; is CSAN_CACHE "
+            f"({cache_root()}) a folder every process sees?"
+        )
     train = _subset(corpus.splits[dc.train_split], dc.train_subset)
     valid = _subset(corpus.splits[dc.valid_split], dc.valid_subset)
     test = corpus.splits.get(dc.test_split) if tc.evaluate_test else None
@@ -87,18 +113,23 @@ def load_training_data(
         [train.src_text[i] for i in keep],
         [train.tgt_text[i] for i in keep],
     )
+    if not keep:
+        raise CsanError(f"{train_files}: no line pair with text on both sides to train on")
     src_len, tgt_len = kept.lengths()
-    sampler = TokenBatchSampler(
-        src_len,
-        tgt_len,
-        max_tokens=tc.max_tokens,
-        max_positions=max_len,
-        shuffle=True,
-        seed=tc.seed,
-        num_shards=dist.world_size,
-        shard_index=dist.rank,
-        pad_to_multiple=8,
-    )
+    try:
+        sampler = TokenBatchSampler(
+            src_len,
+            tgt_len,
+            max_tokens=tc.max_tokens,
+            max_positions=max_len,
+            shuffle=True,
+            seed=tc.seed,
+            num_shards=dist.world_size,
+            shard_index=dist.rank,
+            pad_to_multiple=8,
+        )
+    except CsanError as e:  # e.g. every pair longer than data.max_len
+        raise CsanError(f"{train_files}: {e} (data.max_len={dc.max_len})") from None
     n_dropped = len(train) - len(keep) + sampler.num_dropped
     log.info("training pairs: %d kept, %d dropped", len(keep) - sampler.num_dropped, n_dropped)
     return TrainingData(

@@ -2,17 +2,39 @@
 
 ``torchrun --nproc_per_node N -m csan train ...`` starts N processes; each reads its shard of the
 batches; rank 0 alone writes checkpoints and logs. gloo on CPU, NCCL on CUDA.
+
+Every collective here must be called by all ranks in the same order, or the run hangs. The trainer
+keeps to three per optimizer step, on every rank: the token count and the loss sums
+(:func:`all_reduce_sum`), DDP's gradient all-reduce, and the stop vote (:func:`any_rank`) that makes
+a signal or a time limit seen by one rank stop all of them at the same step. Rank 0's validation and
+checkpoint writing use no collective; the other ranks wait for it in the next step's first
+all-reduce, which is why the process group gets a long :data:`COLLECTIVE_TIMEOUT`.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistInfo", "barrier", "init_distributed", "shutdown"]
+__all__ = [
+    "COLLECTIVE_TIMEOUT",
+    "DistInfo",
+    "all_reduce_sum",
+    "any_rank",
+    "barrier",
+    "init_distributed",
+    "same_on_all_ranks",
+    "shutdown",
+]
+
+COLLECTIVE_TIMEOUT = timedelta(minutes=60)
+"""How long a rank waits in a collective: longer than rank 0's longest validation or final test.
+
+(NCCL's default is 10 minutes, less than a BLEU validation of a large set can take.)"""
 
 
 @dataclass(frozen=True)
@@ -41,7 +63,7 @@ def init_distributed(device: torch.device) -> DistInfo:
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend=backend, timeout=COLLECTIVE_TIMEOUT)
     return DistInfo(rank=rank, world_size=world, local_rank=local)
 
 
@@ -50,13 +72,41 @@ def barrier(info: DistInfo) -> None:
         dist.barrier()
 
 
+def _device() -> torch.device:
+    """Where collective tensors live: NCCL only moves CUDA tensors."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     """Sum a few numbers over ranks (for logging and token counts)."""
     if not info.enabled:
         return values
-    t = torch.tensor(values, dtype=torch.float64)
+    t = torch.tensor(values, dtype=torch.float64, device=_device())
     dist.all_reduce(t)
     return t.tolist()
+
+
+def any_rank(flags: list[float], info: DistInfo) -> list[float]:
+    """The element-wise maximum of ``flags`` over ranks: what one rank raises, all see."""
+    if not info.enabled:
+        return flags
+    t = torch.tensor(flags, dtype=torch.float64, device=_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def same_on_all_ranks(data: bytes, info: DistInfo) -> bool:
+    """Whether every rank holds the same ``data`` (compares SHA-256 digests; True when alone)."""
+    if not info.enabled:
+        return True
+    import hashlib
+
+    digest = torch.tensor(list(hashlib.sha256(data).digest()), dtype=torch.float64)
+    both = torch.cat([digest, -digest]).to(_device())
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)  # max and -min of every byte
+    return bool(torch.equal(both[:32].cpu(), -both[32:].cpu()))
 
 
 def shutdown(info: DistInfo) -> None:

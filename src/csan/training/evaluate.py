@@ -82,7 +82,7 @@ def write_final_model(trainer: Trainer, model_dir: Path) -> None:
     cfg = trainer.cfg
     root = trainer.out / "checkpoints"
     n = cfg.train.average_last
-    steps = sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
+    steps = ckpt.step_folders(trainer.out)
     if n > 1 and len(steps) >= 2:
         chosen = steps[-n:]
         model = trainer.model

@@ -3,11 +3,23 @@
 ``train(cfg, out_dir)`` prepares the data, builds the model, resumes from ``out_dir`` when it holds a
 checkpoint, trains with label-smoothed cross-entropy and Adam, validates, checkpoints (atomically, best
 and last kept), and at the end writes the final model folder ``out_dir/model`` and scores the test split.
+
+When things go wrong:
+
+- ``kill -9`` at any moment loses at most the steps since the last checkpoint (``train.checkpoint_every``
+  steps, ``train.checkpoint_minutes``); running the same command again resumes from it and follows the
+  trajectory the uninterrupted run would have followed (metrics lines past it are dropped).
+- SIGINT or SIGTERM: the current step ends, a checkpoint is written, the final model is written, the
+  test split is *not* scored, and ``results.json`` says ``"stop_reason": "signal SIGTERM"``;
+  ``TrainResult.interrupted_by`` names the signal and ``csan train`` exits with 128 + its number
+  (130, 143). A second signal stops at once.
+- A non-finite loss or gradient norm skips the update with a warning; ``train.max_bad_steps`` in a
+  row stop the run with a :class:`CsanError` naming the last good checkpoint (none is written then).
+- Under ``torchrun`` every rank takes the same steps and the same stop decision; rank 0 alone writes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -27,12 +39,14 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from csan import checkpoint as ckpt
-from csan.config import Config, dump_config
+from csan.config import Config, TrainConfig, dump_config
 from csan.errors import CsanError
 from csan.models import build_model
+from csan.training import state as trainer_state
 from csan.training.data import TrainingData, load_training_data
-from csan.training.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
+from csan.training.distributed import DistInfo, all_reduce_sum, any_rank, init_distributed, shutdown
 from csan.training.loss import TranslationLoss
+from csan.training.safety import RunLock, StopRequest, trim_metrics
 from csan.training.schedule import make_schedule
 
 __all__ = ["TrainResult", "pick_device", "train"]
@@ -53,6 +67,8 @@ class TrainResult:
     best_valid: dict[str, float] | None
     test: dict[str, Any] | None
     model_dir: Path
+    stop_reason: str  # "max_steps=200", "max_minutes=60", "max_epochs=5" or "signal SIGTERM"
+    interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
 
 
 def pick_device(name: str) -> torch.device:
@@ -64,33 +80,40 @@ def pick_device(name: str) -> torch.device:
         raise CsanError(f"train.device: unknown device {name!r}") from None
 
 
+# the least value of each training setting the loop can work with
+_TRAIN_MINIMA = {
+    "max_tokens": 1,
+    "update_freq": 1,
+    "log_every": 1,
+    "max_bad_steps": 1,
+    "keep_last": 1,
+    "max_steps": 0,
+    "max_epochs": 0,
+    "max_minutes": 0,
+    "validate_every": 0,
+    "checkpoint_every": 0,
+    "checkpoint_minutes": 0,
+    "average_last": 0,
+    "threads": 0,
+    "warmup": 0,
+    "clip_norm": 0,
+}
+
+
+def check_train_config(tc: TrainConfig) -> None:
+    """A CsanError naming the first ``train.*`` setting the loop cannot work with."""
+    for key, least in _TRAIN_MINIMA.items():
+        value = getattr(tc, key)
+        if not value >= least:  # also catches NaN
+            raise CsanError(f"train.{key}={value}: must be at least {least}")
+    if not (tc.lr > 0 and math.isfinite(tc.lr)):
+        raise CsanError(f"train.lr={tc.lr}: must be a positive number")
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-class StopRequest:
-    """SIGINT/SIGTERM ask the loop to checkpoint and exit at the next step boundary."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> StopRequest:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signal is not None:  # second signal: stop now
-            raise KeyboardInterrupt
-        self.signal = signum
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 class Trainer:
@@ -101,7 +124,9 @@ class Trainer:
         self.out = Path(out_dir)
         self.progress = progress
         tc = cfg.train
-        try:  # config mistakes surface before the (possibly long) data preparation
+        # config mistakes surface before the (possibly long) data preparation
+        check_train_config(tc)
+        try:
             self.lr_at = make_schedule(
                 tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
             )
@@ -114,9 +139,16 @@ class Trainer:
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
             torch.cuda.set_device(self.device)
+        if not self.is_main:
+            log.setLevel(max(log.getEffectiveLevel(), logging.WARNING))  # rank 0 tells the story
         seed_everything(tc.seed)
         resume_dir = ckpt.latest_checkpoint(self.out)
-        spm_bytes = (resume_dir / "spm.model").read_bytes() if resume_dir else None
+        spm_bytes = None
+        if resume_dir is not None:
+            try:
+                spm_bytes = (resume_dir / "spm.model").read_bytes()
+            except OSError as e:
+                raise CsanError(f"{resume_dir / 'spm.model'}: cannot read ({e.strerror})") from None
         self.data: TrainingData = load_training_data(cfg, spm_bytes=spm_bytes, dist=self.dist)
         self.model = build_model(cfg.model, len(self.data.spm)).to(self.device)
         self.loss_fn: nn.Module = TranslationLoss(self.model, epsilon=tc.label_smoothing)
@@ -138,6 +170,7 @@ class Trainer:
         self.tokens_seen = 0
         self.best: dict[str, float] | None = None
         self.bad_steps = 0
+        self.interrupted_by: str | None = None
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = -1
         if resume_dir is not None:
@@ -178,14 +211,20 @@ class Trainer:
         return nullcontext()
 
     # -- checkpoints ------------------------------------------------------------------------------
-    def _trainer_meta(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        tensors, opt_meta = ckpt.optimizer_to_files(self.optimizer)
-        tensors["rng.torch"] = torch.get_rng_state()
-        if torch.cuda.is_available():
-            tensors["rng.cuda"] = torch.cuda.get_rng_state()
-        py_state = random.getstate()
-        np_state = np.random.get_state()
-        meta = {
+    def save_checkpoint(self, *, is_best: bool = False) -> None:
+        """Write ``checkpoints/step_N`` aside, rename it into place, then point ``LAST`` at it."""
+        if not self.is_main or self.last_ckpt_step == self.step:
+            if is_best and self.is_main:
+                self._point("BEST", f"step_{self.step:08d}")
+            return
+        bad = [n for n, p in self.model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:  # never replace a good checkpoint by a broken one
+            self.say(f"warning: step {self.step}: weights not finite ({bad[0]}); no checkpoint")
+            return
+        root = self.out / "checkpoints"
+        root.mkdir(parents=True, exist_ok=True)
+        name = f"step_{self.step:08d}"
+        counters = {
             "step": self.step,
             "epoch": self.epoch,
             "batch_in_epoch": self.batch_in_epoch,
@@ -193,21 +232,8 @@ class Trainer:
             "wall_seconds": self.wall_seconds,
             "tokens_seen": self.tokens_seen,
             "best": self.best,
-            "optimizer": opt_meta,
-            "rng_python": [py_state[0], list(py_state[1]), py_state[2]],
-            "rng_numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
         }
-        return tensors, meta
-
-    def save_checkpoint(self, *, is_best: bool = False) -> None:
-        if not self.is_main or self.last_ckpt_step == self.step:
-            if is_best and self.is_main:
-                self._point("BEST", f"step_{self.step:08d}")
-            return
-        root = self.out / "checkpoints"
-        root.mkdir(parents=True, exist_ok=True)
-        name = f"step_{self.step:08d}"
-        tensors, meta = self._trainer_meta()
+        tensors, meta = trainer_state.capture(self.optimizer, counters)
 
         def fill(tmp: Path) -> None:
             ckpt.save_model_dir(tmp, self.model, self.cfg, self.data.spm.to_bytes(), step=self.step)
@@ -226,25 +252,15 @@ class Trainer:
 
     def _prune(self, root: Path) -> None:
         keep = {p.read_text().strip() for p in (root / "LAST", root / "BEST") if p.is_file()}
-        steps = sorted(p.name for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
+        steps = [p.name for p in ckpt.step_folders(self.out)]
         keep.update(steps[-max(self.cfg.train.keep_last, self.cfg.train.average_last, 1) :])
         for name in steps:
             if name not in keep:
-                import shutil
-
-                shutil.rmtree(root / name, ignore_errors=True)
+                ckpt.remove_folder(root / name)
 
     def _resume(self, folder: Path) -> None:
         ckpt.load_weights(self.model, folder / "model.safetensors")
-        tensors, meta = ckpt.load_trainer_state(folder)
-        ckpt.optimizer_from_files(self.optimizer, tensors, meta["optimizer"])
-        torch.set_rng_state(tensors["rng.torch"])
-        if "rng.cuda" in tensors and torch.cuda.is_available():
-            torch.cuda.set_rng_state(tensors["rng.cuda"])
-        py = meta["rng_python"]
-        random.setstate((py[0], tuple(py[1]), py[2]))
-        npst = meta["rng_numpy"]
-        np.random.set_state((npst[0], np.array(npst[1], dtype=np.uint32), *npst[2:]))
+        meta = trainer_state.restore(folder, self.optimizer)
         self.step = meta["step"]
         self.epoch = meta["epoch"]
         self.batch_in_epoch = meta["batch_in_epoch"]
@@ -256,8 +272,11 @@ class Trainer:
         self.say(f"resuming from step {self.step} ({folder})")
 
     # -- one optimizer step -----------------------------------------------------------------------
-    def _train_step(self, batches: list) -> dict[str, float] | None:
-        """Forward/backward over ``batches`` (gradient accumulation), then one Adam step."""
+    def _train_step(self, batches: list) -> dict[str, Any]:
+        """Forward/backward over ``batches`` (gradient accumulation), then one Adam step.
+
+        A non-finite loss or gradient norm skips the Adam step: ``{"skipped": True, ...}``.
+        """
         self.loss_fn.train()
         self.optimizer.zero_grad(set_to_none=True)
         tokens = sum(b.tgt_tokens for b in batches)
@@ -276,20 +295,21 @@ class Trainer:
             sum_nll += nll.item()
             sum_correct += correct.item()
         sum_loss, sum_nll = all_reduce_sum([sum_loss, sum_nll], self.dist)
-        if not math.isfinite(sum_loss):
+        # the gradients are the same on every rank after DDP's all-reduce: so is this decision
+        clip = self.cfg.train.clip_norm
+        grad_norm = float(
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip if clip > 0 else math.inf)
+        )
+        if not (math.isfinite(sum_loss) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
-            return None
+            return {"skipped": True, "loss": sum_loss, "grad_norm": grad_norm}
         lr = self.lr_at(self.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        grad_norm = 0.0
-        if self.cfg.train.clip_norm > 0:
-            grad_norm = float(
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
-            )
         self.optimizer.step()
         self.step += 1
         return {
+            "skipped": False,
             "loss": sum_loss / total_tokens / math.log(2),
             "nll": sum_nll / total_tokens / math.log(2),
             "lr": lr,
@@ -326,6 +346,7 @@ class Trainer:
         return self.epoch - 1 + self.batch_in_epoch / max(len(self.data.sampler), 1)
 
     def limits_reached(self) -> str | None:
+        """The limit this rank has reached, if any (see :meth:`stop_vote` for the agreed one)."""
         tc = self.cfg.train
         if tc.max_steps and self.step >= tc.max_steps:
             return f"max_steps={tc.max_steps}"
@@ -335,26 +356,66 @@ class Trainer:
             return f"max_epochs={tc.max_epochs}"
         return None
 
+    def stop_vote(self, stop: StopRequest) -> str | None:
+        """Why to stop now, the same on every rank: a signal or a time limit one rank sees stops all.
+
+        Under DDP this is a collective (one small all-reduce): every rank calls it at the same point.
+        Steps and epochs advance in lockstep, so only the clock and signals need the vote.
+        """
+        reason = self.limits_reached()
+        sig = float(stop.signal or 0)
+        if self.dist.enabled:
+            sig, over = any_rank([sig, 1.0 if reason else 0.0], self.dist)
+            if over and reason is None:
+                reason = f"max_minutes={self.cfg.train.max_minutes}"
+        if sig:
+            self.interrupted_by = signal.Signals(int(sig)).name
+            return f"signal {self.interrupted_by}"
+        return reason
+
     def run(self) -> TrainResult:
+        lock = RunLock(self.out) if self.is_main else nullcontext()
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
-            ckpt.atomic_write_text(self.out / "config.yaml", dump_config(self.cfg))
-            n_params = sum(p.numel() for p in self.model.parameters())
-            self.say(
-                f"model: {self.cfg.model.arch}, {n_params:,} parameters; "
-                f"train pairs: {self.data.n_train:,} (dropped {self.data.n_dropped:,} over "
-                f"{self.cfg.data.max_len} tokens or empty); device {self.device}"
-                + (f", {self.dist.world_size} processes" if self.dist.enabled else "")
-            )
-        sampler = self.data.sampler
-        stop_reason = self.limits_reached()
-        with StopRequest() as stop:
-            while stop_reason is None:
-                stop_reason = self._run_epoch(sampler, stop)
-        self.say(f"training stopped: {stop_reason}")
-        return self.finish(stop_reason)
+        with lock:
+            if self.is_main:
+                self._tidy_after_crash()
+                ckpt.atomic_write_text(self.out / "config.yaml", dump_config(self.cfg))
+                n_params = sum(p.numel() for p in self.model.parameters())
+                self.say(
+                    f"model: {self.cfg.model.arch}, {n_params:,} parameters; "
+                    f"train pairs: {self.data.n_train:,} (dropped {self.data.n_dropped:,} over "
+                    f"{self.cfg.data.max_len} tokens or empty); device {self.device}"
+                    + (f", {self.dist.world_size} processes" if self.dist.enabled else "")
+                )
+            with StopRequest() as stop:
+                stop_reason = self.stop_vote(stop)
+                while stop_reason is None:
+                    stop_reason = self._run_epoch(self.data.sampler, stop)
+                self.save_checkpoint()  # a second signal would interrupt this, atomically
+            if self.interrupted_by:
+                self.say(
+                    f"training interrupted by {self.interrupted_by} at step {self.step}: "
+                    f"checkpoint {self.out / 'checkpoints' / f'step_{self.step:08d}'}; "
+                    "run the same command to resume"
+                )
+            else:
+                self.say(f"training stopped: {stop_reason}")
+            return self.finish(stop_reason)  # Ctrl-C here (test scoring) stops at once
+
+    def _tidy_after_crash(self) -> None:
+        """Remove a killed run's temporary folders and its metrics lines past the checkpoint."""
+        root = self.out / "checkpoints"
+        if root.is_dir():
+            removed = ckpt.remove_stale_temporaries(root)
+            if removed:
+                log.info("removed leftovers of an interrupted checkpoint: %s", ", ".join(removed))
+        dropped = trim_metrics(self.out / "metrics.jsonl", self.step)
+        if dropped:
+            self.say(f"metrics.jsonl: dropped {dropped} line(s) written after step {self.step}")
 
     def _run_epoch(self, sampler, stop: StopRequest) -> str | None:
+        """Train on the rest of the current epoch; returns why to stop, or None for the next epoch."""
         tc = self.cfg.train
         batches = sampler.batches(self.epoch)
         bar = tqdm(
@@ -376,48 +437,27 @@ class Trainer:
                 pos += len(group)
                 self.batch_in_epoch = pos
                 bar.update(len(group))
-                if stats is None:
-                    self.bad_steps += 1
-                    self.say(f"warning: non-finite loss at step {self.step + 1}; batch skipped")
-                    if self.bad_steps >= tc.max_bad_steps:
-                        raise CsanError(
-                            f"training diverged: {self.bad_steps} consecutive non-finite losses at "
-                            f"step {self.step}; the last good checkpoint is kept in {self.out}"
-                        )
-                    continue
-                self.bad_steps = 0
-                self.tokens_seen += int(stats["tokens"])
-                window_tokens += stats["tokens"]
-                elapsed = time.monotonic() - window_start
-                tok_s = window_tokens / max(elapsed, 1e-9)
-                bar.set_postfix(
-                    loss=f"{stats['loss']:.3f}",
-                    lr=f"{stats['lr']:.2e}",
-                    tok_s=f"{tok_s:,.0f}",
-                    eta=self._eta(),
-                )
-                if self.step % tc.log_every == 0:
-                    self.log_metrics(
-                        {
-                            "kind": "train",
-                            "step": self.step,
-                            "epoch": round(self.epochs_done, 3),
-                            "loss": round(stats["loss"], 4),
-                            "nll": round(stats["nll"], 4),
-                            "lr": stats["lr"],
-                            "tokens_per_s": round(tok_s, 1),
-                            "train_seconds": round(self.train_seconds, 1),
-                        }
+                if stats["skipped"]:
+                    self._bad_step(stats)
+                else:
+                    self.bad_steps = 0
+                    self.tokens_seen += int(stats["tokens"])
+                    window_tokens += stats["tokens"]
+                    tok_s = window_tokens / max(time.monotonic() - window_start, 1e-9)
+                    bar.set_postfix(
+                        loss=f"{stats['loss']:.3f}",
+                        lr=f"{stats['lr']:.2e}",
+                        tok_s=f"{tok_s:,.0f}",
+                        eta=self._eta(),
                     )
-                    window_tokens, window_start = 0.0, time.monotonic()
-                if tc.validate_every and self.step % tc.validate_every == 0:
-                    self._validate_and_save()
-                elif self._checkpoint_due():
-                    self.save_checkpoint()
-                reason = self.limits_reached()
-                if stop.signal is not None:
-                    reason = f"signal {signal.Signals(stop.signal).name}"
-                    self.save_checkpoint()
+                    if self.step % tc.log_every == 0:
+                        self._log_train(stats, tok_s)
+                        window_tokens, window_start = 0.0, time.monotonic()
+                    if tc.validate_every and self.step % tc.validate_every == 0:
+                        self._validate_and_save()
+                    elif self._checkpoint_due():
+                        self.save_checkpoint()
+                reason = self.stop_vote(stop)
                 if reason:
                     return reason
         finally:
@@ -426,7 +466,45 @@ class Trainer:
         self.batch_in_epoch = 0
         if not tc.validate_every:
             self._validate_and_save()
-        return self.limits_reached()
+        return self.stop_vote(stop)
+
+    def _log_train(self, stats: dict[str, Any], tok_s: float) -> None:
+        self.log_metrics(
+            {
+                "kind": "train",
+                "step": self.step,
+                "epoch": round(self.epochs_done, 3),
+                "loss": round(stats["loss"], 4),
+                "nll": round(stats["nll"], 4),
+                "lr": stats["lr"],
+                "tokens_per_s": round(tok_s, 1),
+                "train_seconds": round(self.train_seconds, 1),
+            }
+        )
+
+    def _bad_step(self, stats: dict[str, Any]) -> None:
+        """Count a skipped update; too many in a row stop the run (the same on every rank)."""
+        tc = self.cfg.train
+        self.bad_steps += 1
+        what = "loss" if not math.isfinite(stats["loss"]) else "gradient norm"
+        value = stats["loss"] if what == "loss" else stats["grad_norm"]
+        self.say(
+            f"warning: non-finite {what} ({value}) at step {self.step + 1}; update skipped "
+            f"({self.bad_steps} in a row, train.max_bad_steps={tc.max_bad_steps})"
+        )
+        if self.bad_steps < tc.max_bad_steps:
+            return
+        last = ckpt.latest_checkpoint(self.out)
+        kept = (
+            f"the last good checkpoint is {last} (step {int(last.name.split('_')[1])})"
+            if last is not None
+            else "no checkpoint was written before"
+        )
+        raise CsanError(
+            f"training diverged: {self.bad_steps} updates in a row with a non-finite {what} "
+            f"after step {self.step} (train.max_bad_steps={tc.max_bad_steps}); {kept}; "
+            "lower train.lr or raise train.warmup"
+        )
 
     def _eta(self) -> str:
         mm = self.cfg.train.max_minutes
@@ -443,6 +521,7 @@ class Trainer:
         return bool(minutes) and time.monotonic() - self.last_ckpt_time >= minutes * 60
 
     def _validate_and_save(self) -> None:
+        """Rank 0 validates and checkpoints; no collective here, the others go on to the next step."""
         metrics = self.validate() if self.is_main else {}
         is_best = False
         if self.is_main:
@@ -466,6 +545,7 @@ class Trainer:
         self.save_checkpoint(is_best=is_best)
 
     def finish(self, stop_reason: str) -> TrainResult:
+        """Last checkpoint, final model, test score (not after a signal), ``results.json``."""
         from csan.training.evaluate import evaluate_test, write_final_model
 
         self.save_checkpoint()
@@ -475,7 +555,7 @@ class Trainer:
         model_dir = self.out / "model"
         if self.is_main:
             write_final_model(self, model_dir)
-            if self.cfg.train.evaluate_test:
+            if self.cfg.train.evaluate_test and not self.interrupted_by:
                 result_test = evaluate_test(self, model_dir)
         tok_s = self.tokens_seen / max(self.train_seconds, 1e-9)
         steps_s = self.step / max(self.train_seconds, 1e-9)
@@ -489,10 +569,11 @@ class Trainer:
             best_valid=self.best,
             test=result_test,
             model_dir=model_dir,
+            stop_reason=stop_reason,
+            interrupted_by=self.interrupted_by,
         )
         if self.is_main:
             record = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
-            record["stop_reason"] = stop_reason
             ckpt.atomic_write_text(self.out / "results.json", json.dumps(record, indent=2) + "\n")
             self.say(
                 f"trained {result.steps} steps ({result.epochs:.2f} epochs) in {wall / 60:.1f} min "

@@ -1,0 +1,219 @@
+"""``csan analyze``: the phrase analysis of the paper's Fig. 3 and the convergence table of conv-Q/K/V.
+
+**ngram** (:func:`ngram_report`): for n = 1..4, each system's modified n-gram precision and BLEU with max
+order n (:func:`csan.evaluation.analysis.ngram_analysis`) as gaps to the baseline; ``ngram.md``,
+``ngram.csv``, ``ngram.png``.
+
+**convergence** (:func:`convergence_runs`): from each run's ``metrics.jsonl``, the validation token
+accuracy (teacher forcing) per epoch, and the epochs needed to reach 0.90 / 0.95: the ``epoch`` of the
+first validation at or above the threshold (fractional when validating inside an epoch), or "not
+reached". The accuracy shown for epoch ``k`` is the last validation with ``k - 1 < epoch <= k``.
+``convergence.md``, ``convergence.csv``, ``convergence.png``.
+
+Example:
+    >>> report = ngram_report(["a b c d"], {"base": ["a b c d"], "sys": ["a b c d"]})
+    >>> [round(g.bleu, 6) for g in report.gaps["sys"]]
+    [0.0, 0.0, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from csan.errors import CsanError
+from csan.evaluation.analysis import NgramRow, ngram_analysis, ngram_gaps
+
+__all__ = [
+    "THRESHOLDS",
+    "ConvergenceRun",
+    "NgramReport",
+    "convergence_runs",
+    "expand_run_dirs",
+    "ngram_report",
+    "write_convergence",
+    "write_ngram",
+]
+
+THRESHOLDS = (0.90, 0.95)
+
+
+@dataclass
+class NgramReport:
+    """The baseline's absolute rows, each system's absolute rows and its gaps to the baseline."""
+
+    baseline_name: str
+    baseline: list[NgramRow]
+    systems: dict[str, list[NgramRow]]
+    gaps: dict[str, list[NgramRow]]
+
+
+def ngram_report(
+    refs: Sequence[str], hyps: Mapping[str, Sequence[str]], max_order: int = 4
+) -> NgramReport:
+    """Fig. 3 numbers; the first entry of ``hyps`` is the baseline, the others are compared with it."""
+    if len(hyps) < 2:
+        raise CsanError("n-gram analysis needs a baseline and at least one system")
+    names = list(hyps)
+    base = ngram_analysis(hyps[names[0]], refs, max_order)
+    systems = {name: ngram_analysis(hyps[name], refs, max_order) for name in names[1:]}
+    gaps = {name: ngram_gaps(rows, base) for name, rows in systems.items()}
+    return NgramReport(names[0], base, systems, gaps)
+
+
+def write_ngram(report: NgramReport, out_dir: Path) -> list[Path]:
+    """Write ``ngram.md``, ``ngram.csv`` and ``ngram.png`` into ``out_dir``."""
+    from csan.experiments.plots import ngram_gap_plot
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    orders = [r.order for r in report.baseline]
+    head = " | ".join(f"n={n}" for n in orders)
+    lines = [
+        f"# n-gram analysis against `{report.baseline_name}` (after Yang et al. 2019, Fig. 3)",
+        "",
+        f"| system | measure | {head} |",
+        "|---|---|" + "---:|" * len(orders),
+        _md_row(report.baseline_name, "precision %", [r.precision for r in report.baseline], False),
+        _md_row(report.baseline_name, "BLEU-n", [r.bleu for r in report.baseline], False),
+    ]
+    for name, gaps in report.gaps.items():
+        lines.append(_md_row(name, "Δ precision", [g.precision for g in gaps], True))
+        lines.append(_md_row(name, "Δ BLEU-n", [g.bleu for g in gaps], True))
+    lines += [
+        "",
+        "Precision: corpus modified n-gram precision of order n (13a tokens). BLEU-n: sacreBLEU "
+        "with max n-gram order n. Δ: system minus baseline.",
+        "",
+    ]
+    (out / "ngram.md").write_text("\n".join(lines), encoding="utf-8")
+    with open(out / "ngram.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["system", "order", "precision", "bleu", "precision_gap", "bleu_gap"])
+        for r in report.baseline:
+            writer.writerow([report.baseline_name, r.order, r.precision, r.bleu, 0.0, 0.0])
+        for name, rows in report.systems.items():
+            for r, g in zip(rows, report.gaps[name]):
+                writer.writerow([name, r.order, r.precision, r.bleu, g.precision, g.bleu])
+    return [out / "ngram.md", out / "ngram.csv", ngram_gap_plot(report, out / "ngram.png")]
+
+
+def _md_row(name: str, what: str, values: Sequence[float], signed: bool) -> str:
+    fmt = "+.2f" if signed else ".2f"
+    return f"| {name} | {what} | " + " | ".join(format(v, fmt) for v in values) + " |"
+
+
+@dataclass
+class ConvergenceRun:
+    """One run's validation accuracy curve: ``points`` are (epoch, accuracy) in logged order."""
+
+    name: str
+    points: list[tuple[float, float]]
+
+    def epochs_to(self, threshold: float) -> float | None:
+        """The epoch of the first validation with accuracy >= ``threshold`` (None: not reached)."""
+        return next((e for e, acc in self.points if acc >= threshold), None)
+
+    def per_epoch(self) -> dict[int, float]:
+        """Epoch ``k`` -> accuracy of the last validation with ``k - 1 < epoch <= k``."""
+        out: dict[int, float] = {}
+        for epoch, acc in self.points:
+            out[max(1, math.ceil(epoch - 1e-9))] = acc
+        return out
+
+
+def expand_run_dirs(paths: Sequence[str]) -> dict[str, Path]:
+    """``NAME=DIR`` or ``DIR`` items -> name: run folder; a ``csan compare`` folder gives its runs."""
+    runs: dict[str, Path] = {}
+    for item in paths:
+        name, _, folder = item.rpartition("=") if "=" in item else ("", "", item)
+        path = Path(folder)
+        if not path.is_dir():
+            raise CsanError(f"{path}: no such run folder")
+        if not (path / "metrics.jsonl").is_file() and (path / "runs").is_dir():
+            for sub in sorted((path / "runs").iterdir()):
+                if (sub / "metrics.jsonl").is_file():
+                    runs[sub.name] = sub
+            continue
+        runs[name or path.name] = path
+    return runs
+
+
+def _read_valid_accuracy(path: Path) -> list[tuple[float, float]]:
+    points = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise CsanError(f"{path}:{number}: not a JSON line") from None
+        if record.get("kind") == "valid" and "accuracy" in record:
+            points.append((float(record["epoch"]), float(record["accuracy"])))
+    return points
+
+
+def convergence_runs(runs: Mapping[str, Path]) -> list[ConvergenceRun]:
+    """Read the validation accuracy curve of each run folder (its ``metrics.jsonl``)."""
+    out = []
+    for name, folder in runs.items():
+        path = Path(folder) / "metrics.jsonl"
+        if not path.is_file():
+            raise CsanError(f"{path}: missing (a run folder has metrics.jsonl)")
+        points = _read_valid_accuracy(path)
+        if not points:
+            raise CsanError(f"{path}: no validation line with an accuracy")
+        out.append(ConvergenceRun(name, points))
+    return out
+
+
+def _epochs(value: float | None) -> str:
+    if value is None:
+        return "not reached"
+    return f"{value:g}"
+
+
+def write_convergence(
+    runs: Sequence[ConvergenceRun], out_dir: Path, thresholds: Sequence[float] = THRESHOLDS
+) -> list[Path]:
+    """Write ``convergence.md`` / ``.csv`` / ``.png``: accuracy per epoch and epochs to each threshold."""
+    from csan.experiments.plots import convergence_plot
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n_epochs = max((max(r.per_epoch(), default=0) for r in runs), default=0)
+    epochs = list(range(1, n_epochs + 1))
+    head = ["run", *(f"to {t:.2f}" for t in thresholds), *(f"ep {k}" for k in epochs)]
+    lines = [
+        "# Validation token accuracy per epoch (teacher forcing)",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|" + "---:|" * (len(head) - 1),
+    ]
+    rows = []
+    for run in runs:
+        per_epoch = run.per_epoch()
+        cells = [
+            run.name,
+            *(_epochs(run.epochs_to(t)) for t in thresholds),
+            *(f"{per_epoch[k]:.4f}" if k in per_epoch else "—" for k in epochs),
+        ]
+        rows.append(cells)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "to t: the epoch of the first validation whose accuracy reached t. ep k: the last "
+        "validation inside epoch k.",
+        "",
+    ]
+    (out / "convergence.md").write_text("\n".join(lines), encoding="utf-8")
+    with open(out / "convergence.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(head)
+        writer.writerows(rows)
+    png = convergence_plot(runs, out / "convergence.png", thresholds=thresholds)
+    return [out / "convergence.md", out / "convergence.csv", png]

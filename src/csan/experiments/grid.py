@@ -1,0 +1,328 @@
+"""Train a grid of variants x seeds, one run folder each, skipping finished runs; record the machine.
+
+``run_grid`` trains ``DIR/runs/<variant>-seed<seed>/`` for every pair, in order, in this process:
+
+- a folder holding ``results.json`` is finished and is not trained again (unless that file says the run
+  was stopped by a signal: it is then resumed from its checkpoint by the trainer); if its ``config.yaml``
+  differs from the config asked for (other than in :data:`IGNORED_KEYS`), the run is reported as failed
+  with the first differing key, never silently reused;
+- any other folder is trained with :func:`csan.training.trainer.train`, which resumes from the last
+  checkpoint when there is one (with ``train.compile``, the compiler state is reset first, so that
+  every run is compiled the same way);
+- a run that raises is recorded as failed (its message in the record and in ``error.txt`` of its folder)
+  and the grid goes on; ``KeyboardInterrupt`` stops the grid.
+
+Config of a run: the base (preset or YAML file), then ``defaults`` (what the experiment needs, e.g. test
+scoring), then the user's ``--set`` items, then the variant's overrides, then ``train.seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import re
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from csan.config import Config, dump_config, load_config
+from csan.errors import CsanError
+from csan.experiments.variants import Variant
+
+__all__ = [
+    "IGNORED_KEYS",
+    "RunRecord",
+    "collect",
+    "config_difference",
+    "machine_info",
+    "run_config",
+    "run_folder",
+    "run_grid",
+    "write_machine",
+]
+
+log = logging.getLogger("csan")
+
+TrainFn = Callable[..., Any]
+
+
+@dataclass
+class RunRecord:
+    """What one variant x seed run gave (``status``: ``"ok"`` or ``"failed"``)."""
+
+    variant: str
+    seed: int
+    run_dir: str
+    status: str
+    error: str = ""
+    params: int | None = None
+    steps: int | None = None
+    epochs: float | None = None
+    steps_per_s: float | None = None
+    tokens_per_s: float | None = None
+    train_minutes: float | None = None
+    wall_minutes: float | None = None
+    stop_reason: str = ""
+    bleu: float | None = None  # test BLEU (sacreBLEU), when the run scored the test split
+    chrf: float | None = None
+    valid_bleu: float | None = None  # BLEU of the last validation (greedy), when logged
+    valid_accuracy: float | None = None
+    signature: str = ""
+    hyp_file: str = ""  # the test translations, for significance tests
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_folder(out_dir: Path, variant: str, seed: int) -> Path:
+    """``out_dir/runs/<variant>-seed<seed>``; characters unsafe in file names become ``_``.
+
+    Example:
+        >>> run_folder(Path("cmp"), "csan2d@0-1", 3).as_posix()
+        'cmp/runs/csan2d@0-1-seed3'
+    """
+    safe = re.sub(r"[^A-Za-z0-9_.@+,=-]", "_", variant)
+    return Path(out_dir) / "runs" / f"{safe}-seed{seed}"
+
+
+def _finished(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "results.json"
+    if not path.is_file():
+        return None
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    if str(results.get("stop_reason", "")).startswith("signal"):
+        return None  # interrupted: resume it
+    return results
+
+
+# Keys that do not change what a run computes (or only add evaluation): a finished run is reused anyway.
+IGNORED_KEYS = frozenset(
+    {
+        "data.data_dir",
+        "train.threads",
+        "train.device",
+        "train.evaluate_test",
+        "train.valid_bleu",
+        "train.log_every",
+        "train.checkpoint_minutes",
+        "train.compile",
+    }
+)
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}{key}."))
+    return out
+
+
+def config_difference(run_dir: Path, cfg: Config) -> str | None:
+    """The first key where ``run_dir/config.yaml`` differs from ``cfg`` (as ``key: old != new``)."""
+    import yaml
+
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return None
+    old = _flat(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    new = _flat(yaml.safe_load(dump_config(cfg)))
+    for key in sorted(set(old) | set(new)):
+        if key not in IGNORED_KEYS and old.get(key) != new.get(key):
+            return f"{key}: {old.get(key)!r} != {new.get(key)!r}"
+    return None
+
+
+def _last_valid(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "metrics.jsonl"
+    last: dict[str, Any] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if record.get("kind") == "valid":
+                last = record
+    return last
+
+
+def _count_params(run_dir: Path) -> int | None:
+    """Parameters of the run's final model (tied weights once), from its config; None if absent."""
+    from csan.checkpoint import read_model_meta
+    from csan.config import config_from_dict
+    from csan.info import count_parameters
+    from csan.models import build_model
+
+    folder = run_dir / "model"
+    if not (folder / "config.json").is_file():
+        return None
+    meta = read_model_meta(folder)
+    model = build_model(config_from_dict(meta["config"]).model, int(meta["vocab_size"]))
+    return count_parameters(model)["total"]
+
+
+def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> RunRecord:
+    """A :class:`RunRecord` from a finished run folder and its ``results.json``."""
+    test = results.get("test") or {}
+    valid = _last_valid(run_dir)
+    hyp = run_dir / f"{test.get('split', '')}.hyp" if test else None
+    return RunRecord(
+        variant=variant,
+        seed=seed,
+        run_dir=str(run_dir),
+        status="ok",
+        params=_count_params(run_dir),
+        steps=results.get("steps"),
+        epochs=results.get("epochs"),
+        steps_per_s=results.get("steps_per_s"),
+        tokens_per_s=results.get("tokens_per_s"),
+        train_minutes=results.get("train_minutes"),
+        wall_minutes=results.get("wall_minutes"),
+        stop_reason=str(results.get("stop_reason", "")),
+        bleu=test.get("bleu"),
+        chrf=test.get("chrf"),
+        valid_bleu=valid.get("bleu"),
+        valid_accuracy=valid.get("accuracy"),
+        signature=str(test.get("signature", "")),
+        hyp_file=str(hyp) if hyp is not None and hyp.is_file() else "",
+    )
+
+
+def run_config(
+    source: str, variant: Variant, seed: int, *, overrides: Sequence[str], defaults: Sequence[str]
+) -> Config:
+    """The config of one run (see the module docstring for the order of the overrides)."""
+    return load_config(source, [*defaults, *overrides, *variant.overrides, f"train.seed={seed}"])
+
+
+def run_grid(
+    source: str,
+    variants: Sequence[Variant],
+    seeds: Sequence[int],
+    out_dir: str | os.PathLike[str],
+    *,
+    overrides: Sequence[str] = (),
+    defaults: Sequence[str] = (),
+    train_fn: TrainFn | None = None,
+    progress: bool = False,
+    say: Callable[[str], None] = print,
+) -> list[RunRecord]:
+    """Train (or skip, or resume) every variant x seed; one :class:`RunRecord` each, in grid order."""
+    if not seeds:
+        raise CsanError("no seeds given (e.g. --seeds 1,2,3)")
+    train_fn = train_fn or _default_train()
+    out = Path(out_dir)
+    records = []
+    total = len(variants) * len(seeds)
+    for n, (variant, seed) in enumerate(((v, s) for v in variants for s in seeds), start=1):
+        run_dir = run_folder(out, variant.name, seed)
+        tag = f"[{n}/{total}] {variant.name} seed {seed}"
+        try:
+            cfg = run_config(source, variant, seed, overrides=overrides, defaults=defaults)
+            results = _finished(run_dir)
+            if results is not None:
+                diff = config_difference(run_dir, cfg)
+                if diff is not None:
+                    raise CsanError(
+                        f"{run_dir} finished with another config ({diff}); "
+                        "delete that folder or choose another --out"
+                    )
+                say(f"{tag}: finished before, skipped ({run_dir})")
+            else:
+                say(f"{tag}: training in {run_dir}")
+                if cfg.train.compile:
+                    _reset_compiler()
+                train_fn(cfg, run_dir, progress=progress)
+                results = _finished(run_dir)
+                if results is None:  # the trainer stopped on a signal: stop the grid too
+                    raise KeyboardInterrupt
+                (run_dir / "error.txt").unlink(missing_ok=True)  # left by an earlier attempt
+            records.append(collect(variant.name, seed, run_dir, results))
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # one failing run must not stop the table
+            records.append(_failed(variant.name, seed, run_dir, e))
+            say(f"{tag}: FAILED: {records[-1].error}")
+    return records
+
+
+def _reset_compiler() -> None:
+    """Forget earlier runs' ``torch.compile`` state so every run compiles afresh.
+
+    One process trains the whole grid, and TorchDynamo caches compiled code per Python function: after
+    ``recompile_limit`` (8) runs it would silently fall back to eager mode for the rest, and the speed
+    column would compare compiled with eager runs.
+    """
+    import torch
+
+    torch._dynamo.reset()
+
+
+def _default_train() -> TrainFn:
+    from csan.training.trainer import train
+
+    return train
+
+
+def _failed(variant: str, seed: int, run_dir: Path, error: BaseException) -> RunRecord:
+    message = f"{type(error).__name__}: {error}".splitlines()[0]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").write_text(
+        "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+        encoding="utf-8",
+    )
+    return RunRecord(
+        variant=variant, seed=seed, run_dir=str(run_dir), status="failed", error=message
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(cfg: Config | None = None) -> dict[str, Any]:
+    """The machine a table was measured on: CPU, cores, threads, torch and Python versions, GPU."""
+    import torch
+
+    info: dict[str, Any] = {
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    if cfg is not None:
+        info.update(
+            train_threads=cfg.train.threads,
+            device=cfg.train.device,
+            cpu_bf16=cfg.train.cpu_bf16,
+            compile=cfg.train.compile,
+        )
+    return info
+
+
+def write_machine(out_dir: Path, cfg: Config | None = None, **extra: Any) -> Path:
+    """Write ``out_dir/machine.json`` (:func:`machine_info` plus ``extra``, e.g. the command)."""
+    path = Path(out_dir) / "machine.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**machine_info(cfg), **extra}, indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,122 @@
+"""The experiments' figures (matplotlib, Agg backend: no display needed). Each function writes one PNG.
+
+- :func:`bleu_bars`: test BLEU per variant, mean ± sd over seeds, baseline dashed (``csan compare``);
+- :func:`ablation_lines`: validation BLEU over a window size, vanilla dashed (paper Fig. 2);
+- :func:`ngram_gap_plot`: n-gram precision and BLEU-n gaps to the baseline (paper Fig. 3);
+- :func:`convergence_plot`: validation token accuracy per epoch, 0.90 / 0.95 marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from csan.experiments.analyze import ConvergenceRun, NgramReport
+    from csan.experiments.compare import VariantSummary
+
+__all__ = ["ablation_lines", "bleu_bars", "convergence_plot", "ngram_gap_plot"]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return path
+
+
+def bleu_bars(rows: Sequence[VariantSummary], path: Path, *, title: str = "") -> Path:
+    """Bars of mean test BLEU per variant with ± sd error bars; failed variants drawn empty."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(rows) + 1.5), 3.8))
+    names = [r.variant for r in rows]
+    means = [r.bleu_mean if r.bleu_mean is not None else 0.0 for r in rows]
+    errors = [r.bleu_sd or 0.0 for r in rows]
+    colors = ["0.55" if i == 0 else "tab:blue" for i in range(len(rows))]
+    ax.bar(range(len(rows)), means, yerr=errors, capsize=3, color=colors)
+    for i, r in enumerate(rows):
+        if r.bleu_mean is None:
+            ax.text(i, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=8)
+    if rows and rows[0].bleu_mean is not None:
+        ax.axhline(rows[0].bleu_mean, color="0.3", linestyle="--", linewidth=1, label=names[0])
+        ax.legend(loc="lower right", fontsize=8)
+        finite = [m for m, r in zip(means, rows) if r.bleu_mean is not None]
+        spread = max(finite) - min(finite) + 2 * max(errors, default=0.0)
+        ax.set_ylim(max(0.0, min(finite) - max(spread, 1.0)), max(finite) + max(spread, 1.0))
+    ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("test BLEU (mean ± sd)")
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def ablation_lines(
+    points: Sequence[tuple[str, float | None, float | None]],
+    baseline: float | None,
+    path: Path,
+    *,
+    xlabel: str,
+    title: str = "",
+) -> Path:
+    """Validation BLEU (mean, sd) over labelled x values (``"1"``, ..., ``"whole"``), vanilla dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 3.5))
+    xs = [i for i, (_, mean, _) in enumerate(points) if mean is not None]
+    means = [points[i][1] for i in xs]
+    errors = [points[i][2] or 0.0 for i in xs]
+    ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, label="variant")
+    if baseline is not None:
+        ax.axhline(baseline, color="0.3", linestyle="--", linewidth=1, label="vanilla")
+    ax.set_xticks(range(len(points)), [label for label, _, _ in points])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("validation BLEU")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def ngram_gap_plot(report: NgramReport, path: Path) -> Path:
+    """Two panels over n = 1..K: precision gap and BLEU-n gap of each system to the baseline."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.4))
+    orders = [row.order for row in report.baseline]
+    width = 0.8 / max(len(report.gaps), 1)
+    for k, (name, gaps) in enumerate(report.gaps.items()):
+        offset = (k - (len(report.gaps) - 1) / 2) * width
+        xs = [n + offset for n in orders]
+        axes[0].bar(xs, [g.precision for g in gaps], width=width, label=name)
+        axes[1].bar(xs, [g.bleu for g in gaps], width=width, label=name)
+    for ax, what in zip(axes, ("n-gram precision", "BLEU with max order n")):
+        ax.axhline(0.0, color="0.3", linewidth=0.8)
+        ax.set_xticks(orders)
+        ax.set_xlabel("n")
+        ax.set_ylabel(f"Δ {what} vs {report.baseline_name}")
+    axes[1].legend(fontsize=8)
+    return _save(fig, path)
+
+
+def convergence_plot(
+    runs: Sequence[ConvergenceRun], path: Path, *, thresholds: Sequence[float]
+) -> Path:
+    """Validation token accuracy against epochs, one line per run, thresholds dotted."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for run in runs:
+        ax.plot([p[0] for p in run.points], [p[1] for p in run.points], marker=".", label=run.name)
+    for t in thresholds:
+        ax.axhline(t, color="0.5", linestyle=":", linewidth=1)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation token accuracy")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

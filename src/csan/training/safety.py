@@ -1,0 +1,104 @@
+"""What keeps a run folder consistent when things go wrong: signals, a second trainer, a kill -9.
+
+- :class:`StopRequest`: SIGINT/SIGTERM ask the loop to checkpoint and stop at the next step boundary
+  (a second signal stops at once, with ``KeyboardInterrupt``).
+- :class:`RunLock`: one trainer per run folder; a second ``csan train --out`` on a folder in use
+  fails before it writes anything. The lock is a ``flock`` on ``<run>/.lock``, which the kernel
+  releases when the process dies, even by ``kill -9``.
+- :func:`trim_metrics`: after a crash, ``metrics.jsonl`` may hold lines for steps past the checkpoint
+  the run resumes from (and a half-written last line); they are dropped so the log reads as if the
+  run had never been interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from csan import checkpoint as ckpt
+from csan.errors import CsanError
+
+__all__ = ["RunLock", "StopRequest", "trim_metrics"]
+
+
+class StopRequest:
+    """SIGINT/SIGTERM ask the loop to checkpoint and exit at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signal is not None:  # second signal: stop now
+            raise KeyboardInterrupt
+        self.signal = signum
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class RunLock:
+    """An exclusive lock on a run folder for the life of a ``with`` block (Unix ``flock``)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # not Unix: no lock
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise CsanError(
+                f"{self.path.parent}: another `csan train` (pid {holder}) is using this run "
+                "folder; wait for it to end or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+
+
+def _step_of(line: str) -> int | None:
+    """The ``step`` of one metrics line, or None when the line is not a whole JSON record."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) else None
+
+
+def trim_metrics(path: Path, step: int) -> int:
+    """Keep only the whole lines of ``path`` (metrics.jsonl) up to ``step``; returns lines dropped."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    kept = [line for line in lines if (s := _step_of(line)) is not None and s <= step]
+    if len(kept) < len(lines) or not text.endswith("\n"):
+        ckpt.atomic_write_text(path, "".join(line + "\n" for line in kept))
+    return len(lines) - len(kept)

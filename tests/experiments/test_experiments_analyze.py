@@ -1,0 +1,96 @@
+"""``csan analyze``: n-gram gaps (Fig. 3) and the convergence table on synthetic metrics files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from csan.cli import main
+from csan.errors import CsanError
+from csan.experiments.analyze import (
+    convergence_runs,
+    expand_run_dirs,
+    ngram_report,
+    write_convergence,
+    write_ngram,
+)
+
+REFS = ["a small dog runs on the green grass .", "two men are playing football in a park ."]
+OTHER = ["a dog runs on the grass .", "two men play football in the park ."]
+
+
+def test_ngram_gaps_of_the_baseline_against_itself_are_zero(tmp_path: Path) -> None:
+    report = ngram_report(REFS, {"base": OTHER, "same": OTHER, "ref": REFS})
+    assert [(g.precision, g.bleu) for g in report.gaps["same"]] == [(0.0, 0.0)] * 4
+    assert all(g.precision > 0 for g in report.gaps["ref"])  # the references are better
+    files = write_ngram(report, tmp_path)
+    assert [f.name for f in files] == ["ngram.md", "ngram.csv", "ngram.png"]
+    assert "| same | Δ BLEU-n | +0.00 | +0.00 | +0.00 | +0.00 |" in files[0].read_text()
+
+
+def test_ngram_needs_a_system() -> None:
+    with pytest.raises(CsanError, match="a baseline and at least one system"):
+        ngram_report(REFS, {"base": OTHER})
+
+
+def test_cli_analyze_ngram(tmp_path: Path, capsys) -> None:
+    for name, lines in (("ref", REFS), ("base", OTHER)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    argv = [
+        "analyze",
+        "ngram",
+        "--ref",
+        str(tmp_path / "ref"),
+        "--baseline",
+        str(tmp_path / "base"),
+    ]
+    argv += ["--systems", f"copy={tmp_path / 'base'}", "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    assert "| copy | Δ precision | +0.00" in capsys.readouterr().out
+    assert (tmp_path / "out" / "ngram.png").is_file()
+
+
+def write_metrics(folder: Path, points: list[tuple[float, float]]) -> Path:
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"kind": "train", "step": 1, "epoch": 0.5, "loss": 3.0})]
+    lines += [
+        json.dumps({"kind": "valid", "step": i, "epoch": e, "loss": 1.0, "accuracy": a})
+        for i, (e, a) in enumerate(points)
+    ]
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_convergence_table_from_metrics(tmp_path: Path) -> None:
+    write_metrics(
+        tmp_path / "cmp" / "runs" / "conv_qkv-seed1", [(1.0, 0.8), (2.0, 0.92), (3.0, 0.96)]
+    )
+    write_metrics(
+        tmp_path / "cmp" / "runs" / "vanilla-seed1", [(1.0, 0.7), (2.0, 0.85), (3.0, 0.91)]
+    )
+    half = write_metrics(tmp_path / "half", [(0.5, 0.6), (1.0, 0.7), (1.5, 0.95)])
+    runs = convergence_runs(expand_run_dirs([str(tmp_path / "cmp"), f"mid={half}"]))
+    assert [r.name for r in runs] == ["conv_qkv-seed1", "vanilla-seed1", "mid"]
+    conv, vanilla, mid = runs
+    assert (conv.epochs_to(0.90), conv.epochs_to(0.95)) == (2.0, 3.0)
+    assert (vanilla.epochs_to(0.90), vanilla.epochs_to(0.95)) == (3.0, None)
+    assert mid.epochs_to(0.95) == 1.5 and mid.per_epoch() == {1: 0.7, 2: 0.95}
+    md, csv_file, png = write_convergence(runs, tmp_path / "out")
+    text = md.read_text()
+    assert "| run | to 0.90 | to 0.95 | ep 1 | ep 2 | ep 3 |" in text
+    assert "| vanilla-seed1 | 3 | not reached | 0.7000 | 0.8500 | 0.9100 |" in text
+    assert "| mid | 1.5 | 1.5 | 0.7000 | 0.9500 | — |" in text
+    assert csv_file.read_text().startswith("run,to 0.90,to 0.95,ep 1")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_convergence_errors_name_the_file(tmp_path: Path) -> None:
+    run = write_metrics(tmp_path / "bad", [(1.0, 0.5)])
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write("{not json\n")
+    with pytest.raises(CsanError, match=r"bad/metrics.jsonl:3: not a JSON line"):
+        convergence_runs({"bad": run})
+    with pytest.raises(CsanError, match="no such run folder"):
+        expand_run_dirs([str(tmp_path / "missing")])

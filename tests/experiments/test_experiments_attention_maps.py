@@ -1,0 +1,132 @@
+"""``attention_weights`` reproduces ``forward``; CSAN weights vanish outside the windows; the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import csan.attention
+from csan.attention.base import merge_heads
+from csan.checkpoint import load_model_dir, save_model_dir
+from csan.cli import main
+from csan.config import load_config
+from csan.data import SubwordModel
+from csan.errors import CsanError
+from csan.experiments.attention_maps import plot_attention, sentence_attention
+from csan.models import build_model
+
+CASES = [
+    ("vanilla", {}),
+    ("vanilla", {"causal": True}),
+    ("csan1d", {"window": 3}),
+    ("csan1d", {"window": 3, "causal": True}),
+    ("csan2d", {"window": 3, "head_window": 3}),
+    ("csan2d", {"window": 5, "head_window": 3, "head_boundary": "clip"}),
+    ("bi_direct", {}),
+]
+
+
+def padded_input(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(seed)
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[1, 5:] = True
+    return torch.randn(2, 7, 16), pad
+
+
+@pytest.mark.parametrize(("name", "options"), CASES)
+def test_weights_reproduce_forward(name: str, options: dict) -> None:
+    attn = csan.attention.build(name, d_model=16, heads=4, **options).eval()
+    x, pad = padded_input()
+    mask = None if options.get("causal") else pad
+    _, _, v = attn.project(x)  # (batch, heads, time, d_h)
+    if name == "csan2d":
+        w = attn.attention_weights(x, mask, per_key_head=True)  # (b, h, t, h, t)
+        heads_out = torch.einsum("bhigj,bgjd->bhid", w, v)
+    else:
+        heads_out = attn.attention_weights(x, mask) @ v
+    expected = attn(x, mask)
+    real = ~pad
+    got = attn.out_proj(merge_heads(heads_out))
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+def test_csan1d_weights_are_zero_outside_the_window() -> None:
+    attn = csan.attention.build("csan1d", d_model=16, heads=4, window=5)
+    x, pad = padded_input()
+    w = attn.attention_weights(x, pad)
+    i, j = torch.meshgrid(torch.arange(7), torch.arange(7), indexing="ij")
+    assert w[:, :, (i - j).abs() > 2].abs().max() == 0
+    assert w[1, :, :, 5:].abs().max() == 0  # padding keys
+    torch.testing.assert_close(w[0].sum(-1), torch.ones(4, 7))
+
+
+def test_csan2d_weights_are_zero_outside_the_head_window() -> None:
+    attn = csan.attention.build("csan2d", d_model=32, heads=8, window=3, head_window=3)
+    x = torch.randn(1, 6, 32)
+    w = attn.attention_weights(x, per_key_head=True)  # (1, h, t, h, t)
+    mass = w.sum(dim=(2, 4))[0]  # (query head, key head)
+    for h in range(8):
+        for g in range(8):
+            assert (mass[h, g] > 0) == (min((h - g) % 8, (g - h) % 8) <= 1)
+    torch.testing.assert_close(attn.attention_weights(x), w.sum(dim=3))
+
+
+def test_variants_without_weights_say_so() -> None:
+    attn = csan.attention.build("rel_pos", d_model=16, heads=4)
+    with pytest.raises(NotImplementedError, match="'rel_pos' does not expose"):
+        attn.attention_weights(torch.randn(1, 3, 16))
+
+
+@pytest.fixture(scope="module")
+def csan_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained tiny model, encoder layer 0 csan1d (M=3), layer 1 csan2d (M=3, N=3)."""
+    text = ["a dog runs on the grass .", "ein Hund läuft auf dem Gras .", "two men play ."] * 20
+    spm = SubwordModel.train(text, vocab_size=300)
+    cfg = load_config(
+        "tiny",
+        [
+            "model.encoder_attention=csan1d,csan2d",
+            "model.attention_options.csan1d.window=3",
+            "model.attention_options.csan2d.window=3",
+        ],
+    )
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("csan-model")
+    save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+    return folder
+
+
+def test_sentence_attention_shows_the_window(csan_model_dir: Path, tmp_path: Path) -> None:
+    loaded = load_model_dir(csan_model_dir)
+    amap = sentence_attention(loaded, "a dog runs on the grass .", layer=0)
+    t = len(amap.queries)
+    assert amap.weights.shape == (4, t, t) and amap.queries[-1] == "</s>"
+    assert amap.variant == "csan1d (M=3)"
+    i, j = torch.meshgrid(torch.arange(t), torch.arange(t), indexing="ij")
+    assert amap.weights[:, (i - j).abs() > 1].abs().max() == 0
+    assert amap.weights[:, (i - j).abs() <= 1].min() > 0
+    png = plot_attention(amap, tmp_path / "csan1d.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    split = sentence_attention(loaded, "a dog runs .", layer=1)
+    assert split.weights.dim() == 4 and split.variant == "csan2d (M=3, N=3)"
+    plot_attention(split, tmp_path / "csan2d.png")
+    decoder = sentence_attention(loaded, "a dog", side="decoder", target="ein Hund")
+    assert decoder.queries[0] == "<s>" and torch.triu(decoder.weights, 1).abs().max() == 0
+
+
+def test_sentence_attention_errors(csan_model_dir: Path) -> None:
+    loaded = load_model_dir(csan_model_dir)
+    with pytest.raises(CsanError, match="--layer 2: the encoder has layers 0-1"):
+        sentence_attention(loaded, "a dog", layer=2)
+    with pytest.raises(CsanError, match="--side must be encoder or decoder"):
+        sentence_attention(loaded, "a dog", side="cross")
+
+
+def test_cli_plot_attention(csan_model_dir: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "map.png"
+    argv = ["plot", "attention", "--model", str(csan_model_dir), "--sentence", "a dog runs ."]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert "encoder layer 0: csan1d (M=3)" in capsys.readouterr().out

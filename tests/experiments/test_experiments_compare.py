@@ -1,0 +1,179 @@
+"""``csan compare``: real tiny runs give the table, CSV, plot and machine record; finished runs are
+skipped, a failing variant is reported while the others run, a changed config is not reused."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from csan.cli import main
+from csan.config import load_config
+from csan.experiments.compare import CSV_COLUMNS, run_compare, summarize
+from csan.experiments.grid import RunRecord, run_grid
+from csan.experiments.variants import resolve_variants
+from csan.training.trainer import train
+
+VARIANTS = ["vanilla", "bogus@0", "csan1d"]
+SEEDS = [1, 2]
+
+
+def counting(train_fn):
+    calls: list[Path] = []
+
+    def wrapped(cfg, out_dir, *, progress=False):
+        calls.append(Path(out_dir))
+        return train_fn(cfg, out_dir, progress=progress)
+
+    wrapped.calls = calls
+    return wrapped
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory, small_overrides: list[str]):
+    """vanilla, a variant that cannot be built, and csan1d, 2 seeds each, really trained."""
+    out = tmp_path_factory.mktemp("compare")
+    spy = counting(train)
+    rows = run_compare(
+        "tiny", VARIANTS, SEEDS, out, overrides=small_overrides, train_fn=spy, say=lambda _: None
+    )
+    return out, rows, spy.calls
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_compare_writes_csv_table_plot_and_machine(compared) -> None:
+    out, _, calls = compared
+    assert len(calls) == 6  # every variant x seed was attempted, the failing one included
+    table = read_csv(out / "results.csv")
+    assert list(table[0]) == CSV_COLUMNS
+    assert [(r["variant"], r["seed"]) for r in table] == [
+        (v, str(s)) for v in VARIANTS for s in SEEDS
+    ]
+    ok = [r for r in table if r["status"] == "ok"]
+    assert len(ok) == 4
+    for r in ok:
+        assert int(r["params"]) > 0 and float(r["steps_per_s"]) > 0 and r["bleu"] != ""
+        assert float(r["train_minutes"]) > 0 and r["chrf"] != ""
+    assert {r["added_params"] for r in ok} == {"0"}  # CSAN adds no parameters
+    md = (out / "table.md").read_text(encoding="utf-8")
+    header = next(line for line in md.splitlines() if line.startswith("| #"))
+    assert "| p |" in header and "BLEU (mean ± sd)" in header and "Speed (steps/s)" in header
+    assert "| 1 | vanilla |" in md and "| 3 | csan1d |" in md
+    assert (out / "bleu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    machine = json.loads((out / "machine.json").read_text(encoding="utf-8"))
+    assert {"cpu", "torch", "torch_threads", "train_threads"} <= set(machine)
+    assert machine["train_threads"] == 1
+
+
+def test_compare_p_value_against_the_first_variant(compared) -> None:
+    _, rows, _ = compared
+    by_name = {r.variant: r for r in rows}
+    assert by_name["vanilla"].p_value is None
+    assert 0.0 <= by_name["csan1d"].p_value <= 1.0
+    assert by_name["csan1d"].p_seeds == SEEDS  # both seeds' translations concatenated
+    assert by_name["csan1d"].bleu_sd is not None
+
+
+def test_a_failing_variant_is_reported_and_the_rest_still_runs(compared) -> None:
+    out, rows, _ = compared
+    failed = {r.variant: r for r in rows}["bogus@0"]
+    assert failed.failed == 2 and failed.bleu_mean is None
+    assert "bogus" in failed.errors[0] and failed.errors[0].startswith("seeds 1, 2:")
+    md = (out / "table.md").read_text(encoding="utf-8")
+    line = next(line for line in md.splitlines() if "| bogus@0 |" in line)
+    assert "0/2 — failed" in line and "unknown self-attention 'bogus'" in line
+    assert (out / "runs" / "bogus@0-seed1" / "error.txt").is_file()
+    table = read_csv(out / "results.csv")
+    assert {r["status"] for r in table if r["variant"] == "bogus@0"} == {"failed"}
+    assert {r["status"] for r in table if r["variant"] == "csan1d"} == {"ok"}  # trained after it
+
+
+def test_rerun_skips_finished_runs(compared, small_overrides: list[str]) -> None:
+    out, rows, _ = compared
+    spy = counting(train)
+    again = run_compare(
+        "tiny", VARIANTS, SEEDS, out, overrides=small_overrides, train_fn=spy, say=lambda _: None
+    )
+    assert [p.name for p in spy.calls] == ["bogus@0-seed1", "bogus@0-seed2"]  # only the failed
+    assert [r.bleu_mean for r in again] == [r.bleu_mean for r in rows]
+
+
+def test_a_finished_run_with_another_config_is_not_reused(
+    compared, small_overrides: list[str], fake_train
+) -> None:
+    out, _, _ = compared
+    (variant,) = resolve_variants(["vanilla"], load_config("tiny"))
+    overrides = [*small_overrides, "train.max_steps=7"]
+    (record,) = run_grid(
+        "tiny", [variant], [1], out, overrides=overrides, train_fn=fake_train, say=lambda _: None
+    )
+    assert fake_train.calls == []
+    assert record.status == "failed" and "train.max_steps: 6 != 7" in record.error
+
+
+def test_an_interrupted_run_is_resumed(tmp_path: Path, fake_train) -> None:
+    run = tmp_path / "runs" / "vanilla-seed1"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({"stop_reason": "signal SIGINT"}))
+    run_compare("tiny", ["vanilla"], [1], tmp_path, train_fn=fake_train, say=lambda _: None)
+    assert fake_train.calls == [run]
+    assert json.loads((run / "results.json").read_text())["stop_reason"] == "max_steps=1"
+
+
+def test_summary_of_identical_systems(tmp_path: Path) -> None:
+    hyp = tmp_path / "a.hyp"
+    refs = ["a small dog runs on the grass", "two men play football in a park"]
+    hyp.write_text("\n".join(refs) + "\n")
+    records = [
+        RunRecord(v, s, "", "ok", params=p, steps_per_s=sp, bleu=b, hyp_file=str(hyp))
+        for v, p, sp in (("base", 100, 2.0), ("new", 110, 1.0))
+        for s, b in ((1, 30.0), (2, 32.0))
+    ]
+    base, new = summarize(records, refs)
+    assert base.bleu_mean == 31.0 and base.bleu_sd == pytest.approx(2**0.5)
+    assert new.added_params == 10 and new.speed_ratio == 0.5 and new.bleu_delta == 0.0
+    assert new.p_value == 1.0  # never better than itself
+
+
+def test_cli_compare_rejects_bad_seeds(capsys) -> None:
+    assert (
+        main(
+            [
+                "compare",
+                "--config",
+                "tiny",
+                "--variants",
+                "vanilla",
+                "--seeds",
+                "1,x",
+                "--out",
+                "unused",
+            ]
+        )
+        == 2
+    )
+    assert "--seeds '1,x': expected comma-separated integers" in capsys.readouterr().err
+
+
+def test_compiled_runs_start_from_a_fresh_compiler(tmp_path: Path, fake_train, monkeypatch) -> None:
+    import csan.experiments.grid as grid
+
+    resets: list[int] = []
+    monkeypatch.setattr(grid, "_reset_compiler", lambda: resets.append(len(fake_train.calls)))
+    variants = resolve_variants(["vanilla", "csan1d"], load_config("tiny"))
+    grid.run_grid(
+        "tiny",
+        variants,
+        [1],
+        tmp_path,
+        overrides=["train.compile=true"],
+        train_fn=fake_train,
+        say=lambda _: None,
+    )
+    assert resets == [0, 1]  # before each training, so no run inherits the recompile budget
