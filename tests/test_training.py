@@ -253,3 +253,23 @@ def test_missing_data_dir_is_named(tmp_path: Path) -> None:
     with pytest.raises(CsanError, match="absent"):
         train(cfg, tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_validation_skips_only_the_pairs_longer_than_the_model() -> None:
+    from csan.config import ModelConfig
+    from csan.data import EncodedSplit
+    from csan.models import build_model
+    from csan.training.evaluate import teacher_forced_metrics
+
+    model = build_model(
+        ModelConfig(
+            d_model=16, heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=1, max_positions=8
+        ),
+        vocab_size=30,
+    ).eval()
+    short = EncodedSplit([[5, 6]], [[7, 8]], ["a"], ["b"])
+    mixed = EncodedSplit([[5, 6], [5] * 20], [[7, 8], [7] * 20], ["a", "long"], ["b", "long"])
+    # the long pair sits in the same batch; it is left out alone, the short one still counts
+    assert teacher_forced_metrics(model, mixed, device="cpu") == teacher_forced_metrics(
+        model, short, device="cpu"
+    )

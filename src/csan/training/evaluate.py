@@ -31,7 +31,17 @@ def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> d
     import torch.nn.functional as F
 
     order = sorted(range(len(split)), key=lambda i: (len(split.tgt[i]), len(split.src[i])))
-    order = [i for i in order if split.src[i] and split.tgt[i]]
+    # pairs the model cannot take (an empty side, or longer than max_positions) are left out one by
+    # one, so that one long sentence does not drop its whole batch
+    max_pos = getattr(model, "max_positions", None) or float("inf")
+    order = [
+        i
+        for i in order
+        if split.src[i]
+        and split.tgt[i]
+        and len(split.src[i]) + 1 <= max_pos
+        and len(split.tgt[i]) + 1 <= max_pos
+    ]
     nll = correct = tokens = 0.0
     start = 0
     while start < len(order):
@@ -44,9 +54,6 @@ def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> d
         idx = order[start:end]
         start = end
         b = collate([(split.src[i], split.tgt[i]) for i in idx], idx).to(device)
-        max_pos = getattr(model, "max_positions", None)
-        if max_pos and (b.src.size(1) > max_pos or b.tgt_in.size(1) > max_pos):
-            continue
         logits = model(b.src, b.tgt_in).float()
         mask = b.tgt_out.ne(model.pad_id)
         nll += F.cross_entropy(logits[mask], b.tgt_out[mask], reduction="sum").item()
