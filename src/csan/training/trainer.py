@@ -192,7 +192,8 @@ class Trainer:
         """Append one JSON line to ``metrics.jsonl``.
 
         Every line has ``time`` (Unix seconds), ``kind``, ``step`` and ``epoch``. ``kind == "train"``
-        (every ``train.log_every`` steps) adds ``loss`` and ``nll`` (bits per target token), ``lr``,
+        (every ``train.log_every`` steps) adds ``loss`` and ``nll`` (bits per target token, the
+        token-weighted mean over the steps since the previous line of this epoch and process), ``lr``,
         ``tokens_per_s`` and ``train_seconds``; ``kind == "valid"`` adds ``loss`` (bits per token),
         ``accuracy`` and, with ``train.valid_bleu``, ``bleu``.
         """
@@ -426,7 +427,8 @@ class Trainer:
             dynamic_ncols=True,
             leave=False,
         )
-        window_tokens, window_start = 0.0, time.monotonic()
+        # the logged loss is the token-weighted mean over the steps since the previous line
+        window_tokens, window_loss, window_nll, window_start = 0.0, 0.0, 0.0, time.monotonic()
         pos = self.batch_in_epoch
         try:
             while pos < len(batches):
@@ -443,6 +445,8 @@ class Trainer:
                     self.bad_steps = 0
                     self.tokens_seen += int(stats["tokens"])
                     window_tokens += stats["tokens"]
+                    window_loss += stats["loss"] * stats["tokens"]
+                    window_nll += stats["nll"] * stats["tokens"]
                     tok_s = window_tokens / max(time.monotonic() - window_start, 1e-9)
                     bar.set_postfix(
                         loss=f"{stats['loss']:.3f}",
@@ -451,8 +455,14 @@ class Trainer:
                         eta=self._eta(),
                     )
                     if self.step % tc.log_every == 0:
-                        self._log_train(stats, tok_s)
-                        window_tokens, window_start = 0.0, time.monotonic()
+                        mean = {
+                            **stats,
+                            "loss": window_loss / window_tokens,
+                            "nll": window_nll / window_tokens,
+                        }
+                        self._log_train(mean, tok_s)
+                        window_tokens, window_loss, window_nll = 0.0, 0.0, 0.0
+                        window_start = time.monotonic()
                     if tc.validate_every and self.step % tc.validate_every == 0:
                         self._validate_and_save()
                     elif self._checkpoint_due():
