@@ -213,15 +213,15 @@ def cmd_average(args: argparse.Namespace) -> int:
         average_checkpoints,
         load_model_dir,
         save_model_dir,
+        step_folders,
         write_folder_atomically,
     )
 
     if args.last < 1:
         raise CsanError(f"average: --last must be >= 1, got {args.last}")
-    root = Path(args.run) / "checkpoints"
-    steps = sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
+    steps = step_folders(Path(args.run))
     if not steps:
-        raise CsanError(f"{root}: no checkpoints to average")
+        raise CsanError(f"{Path(args.run) / 'checkpoints'}: no checkpoints to average")
     chosen = steps[-args.last :]
     loaded = load_model_dir(chosen[-1])
     average_checkpoints(loaded.model, chosen)

@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import types
 import typing
@@ -201,16 +200,11 @@ def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """``b`` over ``a``, recursively for nested mappings."""
     out = dict(a)
     for key, value in b.items():
-        if (
-            isinstance(value, dict)
-            and isinstance(out.get(key), dict)
-            and key != "attention_options"
-        ):
-            out[key] = _merge(out[key], value)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)  # attention_options merge per variant too
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)  # sections, and attention_options per variant
         else:
             out[key] = value
     return out
@@ -341,8 +335,3 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
 def dump_config(cfg: Config) -> str:
     """The config as YAML text (what ``load_config(file)`` reads back)."""
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
-
-
-def replace_config(cfg: Config, **sections: Any) -> Config:
-    """A copy of ``cfg`` with whole sections replaced."""
-    return dataclasses.replace(cfg, **sections)

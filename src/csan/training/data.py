@@ -41,7 +41,6 @@ class TrainingData:
     sampler: TokenBatchSampler
     n_train: int  # pairs kept for training
     n_dropped: int  # pairs dropped (too long or empty)
-    train_index: list[int]  # positions in ``train`` of the kept pairs
 
     def batch(self, indices: list[int]) -> Batch:
         pairs = [(self.train.src[i], self.train.tgt[i]) for i in indices]
@@ -140,5 +139,4 @@ def load_training_data(
         sampler=sampler,
         n_train=len(keep) - sampler.num_dropped,
         n_dropped=n_dropped,
-        train_index=keep,
     )

@@ -175,7 +175,6 @@ class Trainer:
         self.last_ckpt_step = -1
         if resume_dir is not None:
             self._resume(resume_dir)
-        self.train_step_fn = self._train_step
         if tc.compile:
             self.loss_fn = torch.compile(self.loss_fn, dynamic=True)
 
@@ -434,7 +433,7 @@ class Trainer:
             while pos < len(batches):
                 group = batches[pos : pos + tc.update_freq]
                 t0 = time.monotonic()
-                stats = self.train_step_fn([self.data.batch(idx) for idx in group])
+                stats = self._train_step([self.data.batch(idx) for idx in group])
                 self.train_seconds += time.monotonic() - t0
                 pos += len(group)
                 self.batch_in_epoch = pos
