@@ -5,13 +5,17 @@ into subwords with a SentencePiece model learned on them, ``--length`` tokens ea
 encoder whose every layer is ``csan1d`` or ``csan2d`` (window 11) is trained with a denoising
 objective (15% of the tokens replaced by UNK, predict the originals through the tied output layer).
 Each kernel runs in its own subprocess, so its peak resident memory (``ru_maxrss``) is its own; a
-kernel whose step passes ``--step-timeout`` seconds or whose process dies is reported as such.
+kernel whose step passes ``--step-timeout`` seconds or whose process dies is reported as such. The
+subprocess runs under an address-space cap (``--memory-limit-gb``, ``RLIMIT_AS``), so a kernel that
+needs more fails there with an allocation error ("out of memory") instead of pushing the machine into
+swap or the kernel's OOM killer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -103,6 +107,17 @@ def train_long(
     }
 
 
+# what an allocation refused under RLIMIT_AS looks like (PyTorch's CPU allocator, Python)
+_OOM_MESSAGES = ("can't allocate memory", "DefaultCPUAllocator", "MemoryError", "out of memory")
+
+
+def _cap_memory(gib: float) -> None:
+    """Cap this process's address space at ``gib`` GiB (0: no cap)."""
+    if gib > 0:
+        limit = int(gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _run_child(args: argparse.Namespace, backend: str) -> dict[str, Any]:
     cmd = [
         sys.executable,
@@ -125,6 +140,8 @@ def _run_child(args: argparse.Namespace, backend: str) -> dict[str, Any]:
         str(args.heads),
         "--head-window",
         str(args.head_window),
+        "--memory-limit-gb",
+        str(args.memory_limit_gb),
     ]
     timeout = args.step_timeout * args.steps + 120
     try:
@@ -138,11 +155,19 @@ def _run_child(args: argparse.Namespace, backend: str) -> dict[str, Any]:
         }
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        oom = any(s in proc.stderr for s in _OOM_MESSAGES)
+        asked = re.search(r"tried to allocate (\d+) bytes", proc.stderr)
+        need = f", one allocation of {int(asked.group(1)) / 2**30:.1f} GiB refused" if asked else ""
+        status = (
+            f"out of memory (cap {args.memory_limit_gb:g} GiB{need})"
+            if oom
+            else f"failed (exit {proc.returncode}: {tail[:120]})"
+        )
         return {
             "variant": args.variant,
             "backend": backend,
             "length": args.length,
-            "status": f"failed (exit {proc.returncode}: {tail[:120]})",
+            "status": status,
         }
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -160,11 +185,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--step-timeout", type=float, default=120.0, help="seconds per step before giving up"
     )
+    p.add_argument(
+        "--memory-limit-gb",
+        type=float,
+        default=16.0,
+        help="address-space cap of each kernel's process, GiB (0: none); past it the kernel is "
+        "reported out of memory",
+    )
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--backend", default="blocked", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
+        _cap_memory(args.memory_limit_gb)
         print(
             json.dumps(
                 train_long(

@@ -12,6 +12,9 @@ config into that model. Three families:
   (every decoder self-attention layer) and ``both``.
 - **Convolutional Q/K/V projections**: ``conv_qkv`` (widths ``1,3,5,7``) and ``conv_qkv_dilated``
   (``1,3,5,7,3d2,5d2,7d2``), in every attention layer (encoder, decoder and encoder-decoder attention).
+- **Other architectures**: ``convs2s`` (Gehring et al. 2017) in the shape of the ``convs2s-multi30k``
+  preset (embeddings and 256 channels, 4 encoder / 3 decoder blocks of width 3, dropout 0.2, gradients
+  clipped at norm 1), trained with the same data, recipe and budget as the other rows.
 
 Any other string is a raw placement, ``NAME@LAYERS`` (``csan2d@0-1``) or a per-layer list
 (``csan1d,vanilla,vanilla``), used as ``model.encoder_attention``. Groups name several rows at once:
@@ -36,6 +39,7 @@ from csan.config import Config
 from csan.errors import CsanError
 
 __all__ = [
+    "ARCHS",
     "CONTEXT_SIDES",
     "CONTEXT_VECTORS",
     "GROUPS",
@@ -87,6 +91,23 @@ CONTEXT_SIDES = {"enc": "encoder", "dec": "decoder", "both": "encoder and decode
 
 CONV_KERNELS = {"conv_qkv": "1,3,5,7", "conv_qkv_dilated": "1,3,5,7,3d2,5d2,7d2"}
 
+# Other architectures: name -> (overrides, description).
+ARCHS: dict[str, tuple[tuple[str, ...], str]] = {
+    "convs2s": (
+        (
+            "model.arch=convs2s",
+            "model.dropout=0.2",
+            "model.convs2s.embed_dim=256",
+            "model.convs2s.channels=256",
+            "model.convs2s.encoder_layers=4",
+            "model.convs2s.decoder_layers=3",
+            "model.convs2s.kernel=3",
+            "train.clip_norm=1.0",
+        ),
+        "ConvS2S (Gehring et al. 2017), 4+3 GLU blocks of 256 channels",
+    ),
+}
+
 
 def _table1(name: str, cfg: Config) -> Variant:
     registry_name, description = TABLE1[name]
@@ -121,9 +142,15 @@ def _conv(name: str, cfg: Config) -> Variant:
     return Variant(name, overrides, f"convolutional Q/K/V projections {kernels}, every layer")
 
 
+def _arch(name: str, cfg: Config) -> Variant:
+    overrides, description = ARCHS[name]
+    return Variant(name, overrides, description)
+
+
 _BUILDERS: dict[str, Callable[[str, Config], Variant]] = {name: _table1 for name in TABLE1}
 _BUILDERS.update({f"context-{v}-{s}": _context for v in CONTEXT_VECTORS for s in CONTEXT_SIDES})
 _BUILDERS.update({name: _conv for name in CONV_KERNELS})
+_BUILDERS.update({name: _arch for name in ARCHS})
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "table1": tuple(TABLE1),

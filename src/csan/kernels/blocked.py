@@ -22,6 +22,7 @@ large matrix products. Forward + backward at T=4096, 8 heads of 64, M=11, one CP
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -66,6 +67,12 @@ class _Plan:
     def span(self) -> int:
         """S: key positions per block."""
         return self.block + self.halo_left + self.halo_right
+
+    @property
+    def padded_time(self) -> int:
+        """Length of the key-gradient buffers: position x is row ``x + halo_left``; every block's
+        key slots (past the sequence edges too) fall inside."""
+        return (-(-self.time // self.block) + -(-self.span // self.block)) * self.block
 
     def chunks(self) -> list[tuple[int, int]]:
         """(first query position, number of blocks) of every chunk."""
@@ -183,12 +190,16 @@ class _BlockedAttention(torch.autograd.Function):
         q, k, v, out, lse, key_padding_mask, index, exists = ctx.saved_tensors
         plan = ctx.plan
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-        dk = torch.empty_like(k, memory_format=torch.contiguous_format)  # zeroed chunk by chunk
-        dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+        # key and value gradients are summed in place over the blocks' overlapping halos, in buffers
+        # padded so that every block's key slots fall inside (see _Tiles.add_keys)
+        batch, heads, time, d_h = k.shape
+        padded = (batch, heads, plan.padded_time, d_h)
+        dk, dv = k.new_zeros(padded), v.new_zeros(padded)
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
-        return dq, dk, dv, None, None, None, None
+        inside = slice(plan.halo_left, plan.halo_left + time)
+        return dq, dk[:, :, inside], dv[:, :, inside], None, None, None, None
 
 
 def _take(x: Tensor, first: int, count: int) -> Tensor:
@@ -199,6 +210,20 @@ def _take(x: Tensor, first: int, count: int) -> Tensor:
         return x[:, :, first : first + count]
     positions = torch.arange(first, first + count, device=x.device).clamp_(0, time - 1)
     return x.index_select(2, positions)
+
+
+@functools.lru_cache(maxsize=64)
+def _band_mask(
+    nblocks: int, block: int, span: int, left: int, right: int, halo_left: int, device: torch.device
+) -> Tensor:
+    """The blocked slots (1, 1, nblocks, B, 1, S) of a chunk whose keys all lie inside the sequence:
+    slot ``r`` of query ``a`` in a block is key offset ``r - halo_left - a``, allowed in
+    ``[-left, right]``. Cached: every inner chunk shares it."""
+    offset = (
+        torch.arange(span, device=device) - halo_left - torch.arange(block, device=device)[:, None]
+    )
+    blocked = (offset < -left) | (offset > right)  # (B, S)
+    return blocked.view(1, 1, 1, block, 1, span).expand(1, 1, nblocks, block, 1, span)
 
 
 class _Tiles:
@@ -216,6 +241,12 @@ class _Tiles:
         b, s = plan.block, plan.span
         # key positions of the chunk: block c reads [c*B, c*B + S) of [first_key, first_key + keys)
         self.first_key, self.key_count = t0 - plan.halo_left, (nblocks - 1) * b + s
+        interior = self.first_key >= 0 and self.first_key + self.key_count <= time
+        if interior and key_padding_mask is None:  # the same band for every inner chunk
+            self.blocked = _band_mask(
+                nblocks, b, s, plan.left, plan.right, plan.halo_left, q.device
+            )
+            return
         keys = torch.arange(self.first_key, self.first_key + self.key_count, device=q.device)
         i = torch.arange(t0, t0 + nblocks * b, device=q.device).view(nblocks, b, 1)  # queries
         j = keys.unfold(0, s, b).view(nblocks, 1, s)
@@ -257,31 +288,28 @@ class _Tiles:
         dst[:, :, self.t0 : self.t0 + count] = rows
 
     def add_keys(self, dst: Tensor, tiles: Tensor) -> None:
-        """Add per-slot gradients (G, N*S, D) into ``dst`` (batch, heads, time, D): the adjoint of
-        :meth:`_key_tiles` (overlapping halos summed, head slots sent back to their heads).
+        """Add per-slot gradients (G, N*S, D) into ``dst`` (batch, heads, padded_time, D), the zeroed
+        padded buffer of :attr:`_Plan.padded_time`: the adjoint of :meth:`_key_tiles` (overlapping halos
+        summed, head slots sent back to their heads), added in place without a temporary.
 
-        ``dst`` may be uninitialised where no earlier chunk wrote: chunks run in order, so the positions
-        from ``t0 + halo_right`` on are new to this chunk and are zeroed first.
+        Key slot ``p*B + r`` of block ``c`` is padded row ``t0 + (c + p)*B + r``, so for each part ``p``
+        of a block's ``S`` slots, the ``nblocks`` blocks write one strided view of ``dst``. Slots outside
+        the sequence add zeros (their weights are 0) to rows that are cut off at the end.
         """
-        batch, heads, time, d = dst.shape
+        batch, heads, _, d = dst.shape
         b, s, n = self.plan.block, self.plan.span, self.nblocks
         slots = tiles.size(1) // s
-        tiles = tiles.view(batch, heads, n, slots, s, d).transpose(2, 3)  # (b, h, N, n, S, D)
-        parts = -(-s // b)  # key slot p*B + r of block c is position (c + p)*B + r of the chunk
-        summed = tiles.new_zeros(batch, heads, slots, n + parts, b, d)
-        for p in range(parts):
+        tiles = tiles.view(batch, heads, n, slots, s, d)
+        for p in range(-(-s // b)):
             width = min(b, s - p * b)
-            summed[:, :, :, p : p + n, :width] += tiles[:, :, :, :, p * b : p * b + width]
-        summed = summed.view(batch, heads * slots, (n + parts) * b, d)
-        first = self.first_key
-        lo, hi = max(first, 0), min(first + self.key_count, time)
-        fresh = 0 if self.t0 == 0 else min(self.t0 + self.plan.halo_right, hi)
-        dst[:, :, fresh:hi].zero_()
-        summed = summed[:, :, lo - first : hi - first]
-        if self.index is None:
-            dst[:, :, lo:hi] += summed
-        else:
-            dst[:, :, lo:hi].index_add_(1, self.index.flatten(), summed)
+            start = self.t0 + p * b
+            target = dst[:, :, start : start + n * b].unflatten(2, (n, b))[:, :, :, :width]
+            for slot in range(slots):
+                part = tiles[:, :, :, slot, p * b : p * b + width]  # (batch, heads, n, width, D)
+                if self.index is None:
+                    target.add_(part)
+                else:  # slot `slot` of head h is head index[h, slot]
+                    target.index_add_(1, self.index[:, slot], part)
 
     # -- arithmetic (the tiles are gathered late and dropped early: the working memory is the chunk's)
     def _logits(self, qs: Tensor, keys: Tensor) -> Tensor:
