@@ -177,3 +177,27 @@ def test_compiled_runs_start_from_a_fresh_compiler(tmp_path: Path, fake_train, m
         say=lambda _: None,
     )
     assert resets == [0, 1]  # before each training, so no run inherits the recompile budget
+
+
+def test_report_only_trains_nothing_and_lists_the_missing_runs(tmp_path: Path, fake_train) -> None:
+    run_compare("tiny", ["vanilla"], [1], tmp_path, train_fn=fake_train, say=lambda _: None)
+    assert len(fake_train.calls) == 1
+    rows = run_compare(
+        "tiny",
+        ["vanilla", "csan1d"],
+        [1, 2],
+        tmp_path,
+        train_fn=fake_train,
+        say=lambda _: None,
+        train=False,
+    )
+    assert len(fake_train.calls) == 1  # nothing trained
+    assert [(r.variant, r.runs, r.failed, r.errors) for r in rows] == [
+        ("vanilla", 1, 0, []),
+        ("csan1d", 0, 0, []),
+    ]
+    table = (tmp_path / "table.md").read_text(encoding="utf-8")
+    assert "Not run yet (report only): vanilla seed 2, csan1d seed 1, csan1d seed 2." in table
+    statuses = [r["status"] for r in read_csv(tmp_path / "results.csv")]
+    assert statuses == ["ok", "not run", "not run", "not run"]
+    assert not (tmp_path / "runs" / "csan1d-seed1").exists()

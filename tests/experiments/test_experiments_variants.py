@@ -6,7 +6,14 @@ import pytest
 
 from csan.config import load_config
 from csan.errors import CsanError
-from csan.experiments.variants import ARCHS, GROUPS, TABLE1, lower_half, resolve_variants, variant_names
+from csan.experiments.variants import (
+    ARCHS,
+    GROUPS,
+    TABLE1,
+    lower_half,
+    resolve_variants,
+    variant_names,
+)
 from csan.models import build_model
 from csan.models.layout import layer_variants
 

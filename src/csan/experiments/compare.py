@@ -173,8 +173,8 @@ def summarize(records: Sequence[RunRecord], refs: list[str] | None) -> list[Vari
         rows.append(
             VariantSummary(
                 variant=name,
-                runs=len(runs),
-                failed=len(runs) - len(ok),
+                runs=sum(r.status != "not run" for r in runs),
+                failed=sum(r.status == "failed" for r in runs),
                 errors=_errors(runs),
                 params=params,
                 added_params=_diff(params, base_params),
@@ -195,7 +195,7 @@ def _errors(runs: Sequence[RunRecord]) -> list[str]:
     """Failed runs' messages, identical ones merged: ``seeds 1, 2: ValueError: ...``."""
     seeds: dict[str, list[int]] = {}
     for r in runs:
-        if r.status != "ok":
+        if r.status == "failed":
             seeds.setdefault(r.error, []).append(r.seed)
     return [
         f"seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, ss))}: {error}"
@@ -321,10 +321,12 @@ def run_compare(
     say: Any = print,
     command: str | None = None,
     title: str = "Comparison of self-attention variants (after Yang et al. 2019, Table 1)",
+    train: bool = True,
 ) -> list[VariantSummary]:
     """Train every variant x seed (skipping finished runs) and write the table, CSV, plot and machine.
 
     ``specs``: variant names, groups or raw placements (:func:`csan.experiments.variants.resolve_variants`).
+    ``train=False``: only report the runs that finished (the others are listed as not run).
     """
     from csan.config import load_config
     from csan.experiments.grid import run_grid, write_machine
@@ -346,9 +348,13 @@ def run_compare(
         train_fn=train_fn,
         progress=progress,
         say=say,
+        train=train,
     )
     notes = [f"Config: `{source}`" + (f" with `{' '.join(overrides)}`" if overrides else "") + "."]
     notes += [f"`{v.name}`: {v.description}." for v in variants]
+    missing = [f"{r.variant} seed {r.seed}" for r in records if r.status == "not run"]
+    if missing:
+        notes.append(f"Not run yet (report only): {', '.join(missing)}.")
     refs = None
     if any(r.hyp_file for r in records):
         try:

@@ -52,7 +52,7 @@ TrainFn = Callable[..., Any]
 
 @dataclass
 class RunRecord:
-    """What one variant x seed run gave (``status``: ``"ok"`` or ``"failed"``)."""
+    """What one variant x seed run gave (``status``: ``"ok"``, ``"failed"`` or ``"not run"``)."""
 
     variant: str
     seed: int
@@ -216,8 +216,13 @@ def run_grid(
     train_fn: TrainFn | None = None,
     progress: bool = False,
     say: Callable[[str], None] = print,
+    train: bool = True,
 ) -> list[RunRecord]:
-    """Train (or skip, or resume) every variant x seed; one :class:`RunRecord` each, in grid order."""
+    """Train (or skip, or resume) every variant x seed; one :class:`RunRecord` each, in grid order.
+
+    ``train=False`` (report only): finished runs are collected, the others are recorded with status
+    ``"not run"`` and left untouched.
+    """
     if not seeds:
         raise CsanError("no seeds given (e.g. --seeds 1,2,3)")
     train_fn = train_fn or _default_train()
@@ -238,6 +243,10 @@ def run_grid(
                         "delete that folder or choose another --out"
                     )
                 say(f"{tag}: finished before, skipped ({run_dir})")
+            elif not train:
+                say(f"{tag}: not finished, not run (report only)")
+                records.append(RunRecord(variant.name, seed, str(run_dir), status="not run"))
+                continue
             else:
                 say(f"{tag}: training in {run_dir}")
                 if cfg.train.compile:

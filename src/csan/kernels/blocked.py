@@ -68,12 +68,6 @@ class _Plan:
         """S: key positions per block."""
         return self.block + self.halo_left + self.halo_right
 
-    @property
-    def padded_time(self) -> int:
-        """Length of the key-gradient buffers: position x is row ``x + halo_left``; every block's
-        key slots (past the sequence edges too) fall inside."""
-        return (-(-self.time // self.block) + -(-self.span // self.block)) * self.block
-
     def chunks(self) -> list[tuple[int, int]]:
         """(first query position, number of blocks) of every chunk."""
         step = self.block * self.chunk_blocks
@@ -190,16 +184,13 @@ class _BlockedAttention(torch.autograd.Function):
         q, k, v, out, lse, key_padding_mask, index, exists = ctx.saved_tensors
         plan = ctx.plan
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-        # key and value gradients are summed in place over the blocks' overlapping halos, in buffers
-        # padded so that every block's key slots fall inside (see _Tiles.add_keys)
-        batch, heads, time, d_h = k.shape
-        padded = (batch, heads, plan.padded_time, d_h)
-        dk, dv = k.new_zeros(padded), v.new_zeros(padded)
+        # key and value gradients: summed in place over the blocks' overlapping halos
+        dk = torch.zeros_like(k, memory_format=torch.contiguous_format)
+        dv = torch.zeros_like(v, memory_format=torch.contiguous_format)
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
-        inside = slice(plan.halo_left, plan.halo_left + time)
-        return dq, dk[:, :, inside], dv[:, :, inside], None, None, None, None
+        return dq, dk, dv, None, None, None, None
 
 
 def _take(x: Tensor, first: int, count: int) -> Tensor:
@@ -262,9 +253,12 @@ class _Tiles:
         self.blocked = ~allowed[:, None, :, :, None, :]
 
     # -- gathering -------------------------------------------------------------------------------
-    def query_rows(self, x: Tensor) -> Tensor:
-        """x (batch, heads, time, ...) -> (G, B, ...) rows of this chunk (rows past the end: copies)."""
+    def query_rows(self, x: Tensor, scale: float | None = None) -> Tensor:
+        """x (batch, heads, time, ...) -> (G, B, ...) rows of this chunk (rows past the end: copies),
+        times ``scale`` if given (in the same pass as the gather)."""
         rows = _take(x, self.t0, self.nblocks * self.plan.block)  # (batch, heads, n*B, ...)
+        if scale is not None:
+            rows = rows * scale
         return rows.reshape(-1, self.plan.block, *x.shape[3:])
 
     def _key_tiles(self, x: Tensor) -> Tensor:
@@ -288,28 +282,39 @@ class _Tiles:
         dst[:, :, self.t0 : self.t0 + count] = rows
 
     def add_keys(self, dst: Tensor, tiles: Tensor) -> None:
-        """Add per-slot gradients (G, N*S, D) into ``dst`` (batch, heads, padded_time, D), the zeroed
-        padded buffer of :attr:`_Plan.padded_time`: the adjoint of :meth:`_key_tiles` (overlapping halos
-        summed, head slots sent back to their heads), added in place without a temporary.
+        """Add per-slot gradients (G, N*S, D) into ``dst`` (batch, heads, time, D): the adjoint of
+        :meth:`_key_tiles` (overlapping halos summed, head slots sent back to their heads).
 
-        Key slot ``p*B + r`` of block ``c`` is padded row ``t0 + (c + p)*B + r``, so for each part ``p``
-        of a block's ``S`` slots, the ``nblocks`` blocks write one strided view of ``dst``. Slots outside
-        the sequence add zeros (their weights are 0) to rows that are cut off at the end.
+        Key slot ``p*B + r`` of block ``c`` is position ``first_key + (c + p)*B + r``, so for each part
+        ``p`` of a block's ``S`` slots the ``nblocks`` blocks add into one strided view of ``dst``, in
+        place. Where that view would cross the sequence's ends (first and last chunk only), the part
+        goes through a zeroed temporary and only its rows inside the sequence are added (the others
+        hold zeros: their weights are 0).
         """
-        batch, heads, _, d = dst.shape
+        batch, heads, time, d = dst.shape
         b, s, n = self.plan.block, self.plan.span, self.nblocks
         slots = tiles.size(1) // s
         tiles = tiles.view(batch, heads, n, slots, s, d)
         for p in range(-(-s // b)):
             width = min(b, s - p * b)
-            start = self.t0 + p * b
-            target = dst[:, :, start : start + n * b].unflatten(2, (n, b))[:, :, :, :width]
+            start = self.first_key + p * b
+            inside = start >= 0 and start + n * b <= time
+            rows = (
+                dst[:, :, start : start + n * b]
+                if inside
+                else dst.new_zeros(batch, heads, n * b, d)
+            )
+            target = rows.unflatten(2, (n, b))[:, :, :, :width]
             for slot in range(slots):
                 part = tiles[:, :, :, slot, p * b : p * b + width]  # (batch, heads, n, width, D)
                 if self.index is None:
                     target.add_(part)
                 else:  # slot `slot` of head h is head index[h, slot]
                     target.index_add_(1, self.index[:, slot], part)
+            if not inside:
+                lo, hi = max(start, 0), min(start + n * b, time)
+                if lo < hi:
+                    dst[:, :, lo:hi] += rows[:, :, lo - start : hi - start]
 
     # -- arithmetic (the tiles are gathered late and dropped early: the working memory is the chunk's)
     def _logits(self, qs: Tensor, keys: Tensor) -> Tensor:
@@ -332,7 +337,7 @@ class _Tiles:
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, *, out: Tensor, lse: Tensor) -> None:
         """Write the chunk's output rows into ``out`` and log-sum-exps into ``lse`` (+inf: empty row)."""
-        logits = self._logits(self.query_rows(q) * self.plan.scale, self._key_tiles(k))
+        logits = self._logits(self.query_rows(q, self.plan.scale), self._key_tiles(k))
         top = logits.amax(dim=-1, keepdim=True)
         top.masked_fill_(top == float("-inf"), 0.0)  # empty rows: keep exp() at 0, not NaN
         weights = logits.sub_(top).exp_()
@@ -343,7 +348,7 @@ class _Tiles:
 
     def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
         """Write the chunk's query gradients into ``dq`` and add its key/value gradients to dk, dv."""
-        qs = self.query_rows(q) * self.plan.scale  # (G, B, D)
+        qs = self.query_rows(q, self.plan.scale)  # (G, B, D)
         keys = self._key_tiles(k)  # (G, N*S, D)
         weights = self._logits(qs, keys).sub_(self.query_rows(lse.unsqueeze(-1))).exp_()
         g = self.query_rows(grad_out)  # (G, B, D)
