@@ -33,7 +33,7 @@ from csan.kernels.dense import head_neighbours
 __all__ = ["block_size", "blocked_local_attention"]
 
 # Query rows (batch * heads * positions) per chunk: bounds the working memory to a few MiB.
-_CHUNK_ROWS = 2048
+_CHUNK_ROWS = 4096
 
 
 def block_size(time: int, window: int) -> int:
