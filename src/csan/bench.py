@@ -7,6 +7,8 @@ What is measured, per (case, time, head window, backend):
 
 - ``forward_ms``: median wall time of an inference forward (``torch.no_grad``), after warm-up runs.
 - ``train_ms``: median wall time of forward + backward (gradients of q, k, v).
+  The backends of one case are timed interleaved: each round runs every backend once, in an order that
+  rotates from round to round, so a slow spell of the machine does not land on one backend only.
 - ``peak_mib``: the peak of live tensor memory during one forward + backward, above what was live before
   it (inputs excluded; the output and the three gradients included). CPU: every allocation and free the
   PyTorch CPU allocator reports to ``torch.profiler`` (``profile_memory=True``), replayed in time order;
@@ -102,19 +104,27 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _median_ms(
-    fn: Callable[[], object], *, repeats: int, warmup: int, device: torch.device
-) -> float:
+def _interleaved_ms(
+    fns: dict[str, Callable[[], object]], *, repeats: int, warmup: int, device: torch.device
+) -> dict[str, float]:
+    """Median wall time (ms) of each function, timed in rounds: every round runs each function once,
+    the order rotating from round to round, so that all of them see the same machine state (a slow
+    spell of a shared machine lands on every backend, not on one)."""
+    names = list(fns)
+    if not names:
+        return {}
     for _ in range(warmup):
-        fn()
+        for name in names:
+            fns[name]()
     _sync(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start = time.perf_counter()
+            fns[name]()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
 
 
 def _peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
@@ -140,7 +150,7 @@ def _peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
 
 
 def _measure(
-    kernel: Kernel,
+    kernels: dict[str, Kernel],
     *,
     batch: int,
     time_: int,
@@ -151,30 +161,41 @@ def _measure(
     repeats: int,
     warmup: int,
     memory: bool,
-) -> dict[str, Any]:
+) -> dict[str, dict[str, Any]]:
+    """Forward and forward+backward times of every kernel on the same inputs, timed interleaved, and
+    (``memory``) each one's peak and workspace. Returns backend name -> measurements."""
     gen = torch.Generator(device="cpu").manual_seed(0)
     shape = (batch, heads, time_, head_dim)
     q, k, v = (torch.randn(shape, generator=gen).to(device).requires_grad_() for _ in range(3))
     grad = torch.randn(shape, generator=gen).to(device)
 
-    def forward() -> None:
-        with torch.no_grad():
-            kernel(q, k, v, **options)
+    def forward(kernel: Kernel) -> Callable[[], None]:
+        def run() -> None:
+            with torch.no_grad():
+                kernel(q, k, v, **options)
 
-    def train() -> None:
-        kernel(q, k, v, **options).backward(grad)
-        q.grad = k.grad = v.grad = None
+        return run
 
-    row: dict[str, Any] = {
-        "forward_ms": _median_ms(forward, repeats=repeats, warmup=warmup, device=device),
-        "train_ms": _median_ms(train, repeats=repeats, warmup=warmup, device=device),
-    }
-    if memory:
-        peak = _peak_bytes(train, device)
-        results = 4 * q.numel() * q.element_size()  # output + 3 gradients
-        row["peak_mib"] = peak / MIB
-        row["workspace_mib"] = max(peak - results, 0) / MIB
-    return row
+    def train(kernel: Kernel) -> Callable[[], None]:
+        def run() -> None:
+            kernel(q, k, v, **options).backward(grad)
+            q.grad = k.grad = v.grad = None
+
+        return run
+
+    runs = {"repeats": repeats, "warmup": warmup, "device": device}
+    fwd = _interleaved_ms({name: forward(kn) for name, kn in kernels.items()}, **runs)
+    fwd_bwd = _interleaved_ms({name: train(kn) for name, kn in kernels.items()}, **runs)
+    rows: dict[str, dict[str, Any]] = {}
+    for name, kernel in kernels.items():
+        row: dict[str, Any] = {"forward_ms": fwd[name], "train_ms": fwd_bwd[name]}
+        if memory:
+            peak = _peak_bytes(train(kernel), device)
+            results = 4 * q.numel() * q.element_size()  # output + 3 gradients
+            row["peak_mib"] = peak / MIB
+            row["workspace_mib"] = max(peak - results, 0) / MIB
+        rows[name] = row
+    return rows
 
 
 def run_attention_bench(
@@ -215,6 +236,8 @@ def run_attention_bench(
     for case, b, t in cases:
         for n in head_windows:
             options = {"window": window, "head_window": n}
+            group: list[dict[str, Any]] = []
+            timed: dict[str, Kernel] = {}
             for name in backends:
                 row: dict[str, Any] = {
                     "case": case, "backend": name, "batch": b, "time": t, "heads": heads,
@@ -226,11 +249,15 @@ def run_attention_bench(
                 elif name == "dense" and _dense_too_big(dense_peak.get((b, n)), t, max_dense_bytes):
                     row["status"] = "oom-skipped"
                 else:
-                    sizes = {"batch": b, "time_": t, "heads": heads, "head_dim": head_dim}
-                    runs = {"repeats": repeats, "warmup": warmup, "memory": memory}
-                    row.update(_measure(kernel, options=options, device=device, **sizes, **runs))
-                    if name == "dense" and memory:
-                        dense_peak[(b, n)] = (t, row["peak_mib"] * MIB)
+                    timed[name] = kernel
+                group.append(row)
+            sizes = {"batch": b, "time_": t, "heads": heads, "head_dim": head_dim}
+            runs = {"repeats": repeats, "warmup": warmup, "memory": memory}
+            measured = _measure(timed, options=options, device=device, **sizes, **runs)
+            for row in group:
+                row.update(measured.get(row["backend"], {}))
+                if row["backend"] == "dense" and "peak_mib" in row:
+                    dense_peak[(b, n)] = (t, row["peak_mib"] * MIB)
                 rows.append(row)
                 if log is not None:
                     log(_format_row(row))

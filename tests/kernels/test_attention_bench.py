@@ -52,3 +52,12 @@ def test_main_writes_json_and_markdown(tmp_path, capsys):
     assert "| long | 1 x 32 | 1 | blocked |" in text
     assert data["machine"]["cpu"] in text
     assert "dense/this" in capsys.readouterr().out
+
+
+def test_interleaved_timing_rotates_the_order():
+    order: list[str] = []
+    fns = {name: (lambda name=name: order.append(name)) for name in "abc"}
+    ms = bench._interleaved_ms(fns, repeats=3, warmup=1, device=torch.device("cpu"))
+    assert sorted(ms) == ["a", "b", "c"] and all(t >= 0 for t in ms.values())
+    assert order == list("abcabcbcacab")  # warm-up, then one rotation per round
+    assert bench._interleaved_ms({}, repeats=3, warmup=1, device=torch.device("cpu")) == {}
