@@ -8,10 +8,10 @@
   to a validation accuracy.
 - :func:`sentence_attention` / :func:`plot_attention` (``csan plot attention``): per-head heat maps.
 
-The papers' experiments on Multi30k (preset ``compare-multi30k``: 8 epochs a run, estimated ~20 min a
-run on a 2-core CPU, ~7 hours for the first command; see the preset's header)::
+The papers' experiments on Multi30k (preset ``compare-multi30k``: 4 epochs a run, about 12 minutes a
+run on a 2-core CPU, ~4 hours for the first command; see the preset's header)::
 
-    csan compare --config compare-multi30k --variants table1 --seeds 1,2 --out runs/table1
+    csan compare --config compare-multi30k --variants table1,convs2s --seeds 1,2 --out runs/table1
     csan compare --config compare-multi30k --variants context --seeds 1 --out runs/context
     csan compare --config compare-multi30k --variants conv --seeds 1 --out runs/conv
     csan analyze convergence --runs runs/conv --out runs/conv/convergence
