@@ -12,15 +12,11 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.dense import dense_local_attention, masked_attention
 from csan.kernels.reference import reference_local_attention
 
@@ -37,7 +33,7 @@ __all__ = [
 
 BACKENDS = ("auto", "dense", "reference", "blocked")
 HEAD_BOUNDARIES = ("wrap", "clip")
-# "auto" uses the blocked O(T*M) kernel, when it exists, from this many positions on (CPU only).
+# "auto" uses the blocked O(T*M) kernel from this many positions on (CPU only).
 BLOCKED_MIN_TIME = 128  # measured crossover on a 2-core CPU (benchmarks/results): ~96-128 at M=11
 BLOCKED_MIN_WINDOWS = 8  # ... and about 8 windows long (M=31 crosses at ~192-256)
 
@@ -69,17 +65,10 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _blocked_kernel() -> Callable[..., Tensor] | None:
-    """``csan.kernels.blocked.blocked_local_attention`` if that module exists, else None."""
-    if importlib.util.find_spec("csan.kernels.blocked") is None:
-        return None
-    return importlib.import_module("csan.kernels.blocked").blocked_local_attention
-
-
 def choose_backend(time: int, window: int, device: torch.device) -> str:
     """The kernel ``backend="auto"`` uses for a sequence of ``time`` positions.
 
-    Dense (one masked SDPA, O(T^2)) unless the blocked O(T*M) kernel exists, the tensors are on the CPU
+    Dense (one masked SDPA, O(T^2)) unless the tensors are on the CPU
     and the sequence is long: ``time >= max(BLOCKED_MIN_TIME, BLOCKED_MIN_WINDOWS * window)`` (crossovers
     measured with ``csan bench attention`` on a 2-core CPU; on CUDA dense until measured there).
 
@@ -88,7 +77,7 @@ def choose_backend(time: int, window: int, device: torch.device) -> str:
         'dense'
     """
     long_sequence = time >= max(BLOCKED_MIN_TIME, BLOCKED_MIN_WINDOWS * window)
-    if long_sequence and device.type == "cpu" and _blocked_kernel() is not None:
+    if long_sequence and device.type == "cpu":
         return "blocked"
     return "dense"
 
@@ -124,8 +113,8 @@ def local_attention(
         head_boundary: ``"wrap"`` or ``"clip"``.
         dropout_p: dropout on the attention weights (pass 0 in evaluation).
         backend: ``"auto"`` (see :func:`choose_backend`), ``"dense"``, ``"reference"`` (slow, from the
-            definition) or ``"blocked"`` (the O(T*M) kernel when ``csan.kernels.blocked`` exists, else dense;
-            dense also when the blocked kernel cannot do the call: cached queries, or dropout it lacks).
+            definition) or ``"blocked"`` (the O(T*M) kernel; dense where it cannot do the call:
+            cached queries, fewer than the keys).
 
     Returns:
         (batch, heads, t_q, d_h).
@@ -156,14 +145,8 @@ def local_attention(
         backend = choose_backend(k.size(2), window, q.device)
     if backend == "reference":
         return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
-    if backend == "blocked":
-        blocked = _blocked_kernel()
-        if blocked is not None and q.size(2) == k.size(2):
-            takes_dropout = "dropout_p" in inspect.signature(blocked).parameters
-            if takes_dropout:
-                return blocked(q, k, v, dropout_p=dropout_p, **options)
-            if dropout_p == 0.0:
-                return blocked(q, k, v, **options)
+    if backend == "blocked" and q.size(2) == k.size(2):
+        return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
     return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
 
 
