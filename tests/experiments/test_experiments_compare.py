@@ -12,7 +12,7 @@ import pytest
 from csan.cli import main
 from csan.config import load_config
 from csan.experiments.compare import CSV_COLUMNS, run_compare, summarize
-from csan.experiments.grid import RunRecord, run_grid
+from csan.experiments.grid import RunRecord, run_grid, steady_speed
 from csan.experiments.variants import resolve_variants
 from csan.training.trainer import train
 
@@ -139,6 +139,28 @@ def test_summary_of_identical_systems(tmp_path: Path) -> None:
     assert base.bleu_mean == 31.0 and base.bleu_sd == pytest.approx(2**0.5)
     assert new.added_params == 10 and new.speed_ratio == 0.5 and new.bleu_delta == 0.0
     assert new.p_value == 1.0  # never better than itself
+
+
+def test_table_speed_is_the_steady_rate_when_known(tmp_path: Path) -> None:
+    records = [
+        RunRecord("base", 1, "", "ok", steps_per_s=1.0, steady_steps_per_s=2.0, bleu=30.0),
+        RunRecord("new", 1, "", "ok", steps_per_s=1.5, steady_steps_per_s=None, bleu=30.0),
+    ]
+    base, new = summarize(records, None)
+    assert base.steps_per_s == 2.0  # steady rate preferred
+    assert new.steps_per_s == 1.5 and new.speed_ratio == 0.75  # whole-run rate as the fallback
+
+
+def test_steady_speed_skips_the_first_epoch() -> None:
+    def line(step: int, seconds: float, kind: str = "train") -> dict:
+        return {"kind": kind, "step": step, "epoch": step / 100, "train_seconds": seconds}
+
+    # Compilation makes the first epoch slow: 100 steps in 300 s, then 1 step/s, then 2 steps/s.
+    records = [line(50, 250.0), line(100, 300.0), line(150, 350.0), line(250, 400.0)]
+    records.insert(2, {"kind": "valid", "step": 100, "epoch": 1.0, "bleu": 3.0})
+    assert steady_speed(records) == pytest.approx(150 / 100)
+    assert steady_speed(records[:3]) is None  # one line past epoch 1 is not a rate
+    assert steady_speed([]) is None
 
 
 def test_cli_compare_rejects_bad_seeds(capsys) -> None:

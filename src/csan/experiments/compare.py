@@ -58,6 +58,7 @@ CSV_COLUMNS = [
     "steps",
     "epochs",
     "steps_per_s",
+    "steady_steps_per_s",
     "tokens_per_s",
     "train_minutes",
     "wall_minutes",
@@ -81,7 +82,7 @@ class VariantSummary:
     errors: list[str]
     params: int | None
     added_params: int | None
-    steps_per_s: float | None
+    steps_per_s: float | None  # steady steps/s (after the first epoch), mean over seeds
     speed_ratio: float | None  # steps/s over the baseline's
     bleu_mean: float | None
     bleu_sd: float | None  # sample sd over seeds (None with one seed)
@@ -160,14 +161,14 @@ def summarize(records: Sequence[RunRecord], refs: list[str] | None) -> list[Vari
     by_variant = {name: [r for r in records if r.variant == name] for name in order}
     base_runs = by_variant[order[0]] if order else []
     base_params = _first(r.params for r in base_runs if r.status == "ok")
-    base_speed = _mean([r.steps_per_s for r in base_runs if r.status == "ok"])
+    base_speed = _mean([_speed(r) for r in base_runs if r.status == "ok"])
     base_bleu = _mean([r.bleu for r in base_runs if r.status == "ok"])
     rows = []
     for i, name in enumerate(order):
         runs = by_variant[name]
         ok = [r for r in runs if r.status == "ok"]
         params = _first(r.params for r in ok)
-        speed = _mean([r.steps_per_s for r in ok])
+        speed = _mean([_speed(r) for r in ok])
         bleu = _mean([r.bleu for r in ok])
         p, p_seeds = (None, []) if i == 0 else _p_value(base_runs, runs, refs)
         rows.append(
@@ -189,6 +190,13 @@ def summarize(records: Sequence[RunRecord], refs: list[str] | None) -> list[Vari
             )
         )
     return rows
+
+
+def _speed(record: RunRecord) -> float | None:
+    """The table's speed of a run: steady steps/s after the first epoch, else over the whole run."""
+    if record.steady_steps_per_s is not None:
+        return record.steady_steps_per_s
+    return record.steps_per_s
 
 
 def _errors(runs: Sequence[RunRecord]) -> list[str]:
@@ -286,7 +294,9 @@ def write_table_md(
         *table_rows(rows),
         "",
         f"- Baseline: `{base}` (the first variant). Added: parameters over it. Speed: training steps "
-        "per second of training time (validation and checkpoints excluded), mean over seeds.",
+        "per second of training time after the first epoch (so without torch.compile's compilation; "
+        "validation and checkpoints excluded), mean over seeds; `results.csv` also has each run's "
+        "rate over its whole training time (`steps_per_s`).",
         "- BLEU: sacreBLEU on test, mean ± sample sd over the seeds that finished; Δ: mean minus the "
         "baseline's mean.",
         f"- p: paired bootstrap (Koehn 2004), {BOOTSTRAP_SAMPLES} samples, one-sided (share of samples "

@@ -42,6 +42,7 @@ __all__ = [
     "run_config",
     "run_folder",
     "run_grid",
+    "steady_speed",
     "write_machine",
 ]
 
@@ -62,7 +63,8 @@ class RunRecord:
     params: int | None = None
     steps: int | None = None
     epochs: float | None = None
-    steps_per_s: float | None = None
+    steps_per_s: float | None = None  # over the whole run's training time
+    steady_steps_per_s: float | None = None  # after the first epoch (see :func:`steady_speed`)
     tokens_per_s: float | None = None
     train_minutes: float | None = None
     wall_minutes: float | None = None
@@ -142,18 +144,43 @@ def config_difference(run_dir: Path, cfg: Config) -> str | None:
     return None
 
 
-def _last_valid(run_dir: Path) -> dict[str, Any]:
+def _metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of ``run_dir/metrics.jsonl`` (none if absent; a line cut by a crash is skipped)."""
     path = run_dir / "metrics.jsonl"
-    last: dict[str, Any] = {}
+    records = []
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                record = json.loads(line)
+                records.append(json.loads(line))
             except json.JSONDecodeError:
-                continue  # a line cut by a crash
-            if record.get("kind") == "valid":
-                last = record
-    return last
+                continue
+    return records
+
+
+def steady_speed(records: list[dict[str, Any]]) -> float | None:
+    """Training steps per second after the first epoch, from ``metrics.jsonl`` records.
+
+    The first epoch holds ``torch.compile``'s compilation (minutes on a CPU, and different for every
+    architecture) and the allocator's warm-up; the steady rate is measured from the first training log
+    line at or past epoch 1 to the last one, over training time (validation excluded). None when fewer
+    than two such lines exist.
+
+    Example:
+        >>> lines = [{"kind": "train", "step": s, "epoch": s / 100, "train_seconds": t}
+        ...          for s, t in [(50, 90.0), (150, 140.0), (250, 190.0)]]
+        >>> steady_speed(lines)
+        2.0
+    """
+    later = [
+        r
+        for r in records
+        if r.get("kind") == "train" and "train_seconds" in r and r.get("epoch", 0) >= 1.0
+    ]
+    if len(later) < 2:
+        return None
+    first, last = later[0], later[-1]
+    seconds = last["train_seconds"] - first["train_seconds"]
+    return (last["step"] - first["step"]) / seconds if seconds > 0 else None
 
 
 def _count_params(run_dir: Path) -> int | None:
@@ -174,7 +201,8 @@ def _count_params(run_dir: Path) -> int | None:
 def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> RunRecord:
     """A :class:`RunRecord` from a finished run folder and its ``results.json``."""
     test = results.get("test") or {}
-    valid = _last_valid(run_dir)
+    records = _metrics(run_dir)
+    valid = next((r for r in reversed(records) if r.get("kind") == "valid"), {})
     hyp = run_dir / f"{test.get('split', '')}.hyp" if test else None
     return RunRecord(
         variant=variant,
@@ -185,6 +213,7 @@ def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> 
         steps=results.get("steps"),
         epochs=results.get("epochs"),
         steps_per_s=results.get("steps_per_s"),
+        steady_steps_per_s=steady_speed(records),
         tokens_per_s=results.get("tokens_per_s"),
         train_minutes=results.get("train_minutes"),
         wall_minutes=results.get("wall_minutes"),
