@@ -48,3 +48,35 @@ def test_ablation_writes_curve_table_and_plot(tmp_path: Path, fake_train) -> Non
     md = (tmp_path / "ablation-csan1d.md").read_text()
     assert "| 3 | 3.00 | -7.00 | 0 |" in md and "vanilla baseline: 10.00" in md
     assert (tmp_path / "ablation-csan1d.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_default_point_is_the_compare_variant() -> None:
+    cfg = load_config("tiny")
+    m11 = dict(ablation_points("csan1d", cfg))["11"]
+    n3 = dict(ablation_points("csan2d", load_config("tiny", ["model.heads=8", "model.d_model=64"])))
+    assert (m11.name, m11.overrides) == ("csan1d", ("model.encoder_attention=csan1d@0",))
+    assert n3["3"].name == "csan2d" and n3["1"].name == "csan2d-N1"
+    # A config that sets its own window makes M=11 a point of its own.
+    other = dict(
+        ablation_points("csan1d", load_config("tiny", ["model.attention_options.csan1d.window=5"]))
+    )
+    assert other["11"].name == "csan1d-M11" and other["5"].name == "csan1d"
+
+
+def test_ablation_reuses_the_runs_of_a_compare(tmp_path: Path, fake_train) -> None:
+    from csan.experiments.compare import run_compare
+
+    run_compare(
+        "tiny", ["vanilla", "csan1d"], [1], tmp_path, train_fn=fake_train, say=lambda _: None
+    )
+    machine = (tmp_path / "machine.json").read_text()
+    run_ablation(
+        "tiny", "csan1d", tmp_path, values=[3, 11], train_fn=fake_train, say=lambda _: None
+    )
+    assert [p.name for p in fake_train.calls] == [
+        "vanilla-seed1",
+        "csan1d-seed1",
+        "csan1d-M3-seed1",
+    ]
+    assert (tmp_path / "machine.json").read_text() == machine  # the compare's record is kept
+    assert (tmp_path / "machine-ablation-csan1d.json").is_file()

@@ -4,19 +4,27 @@
   covers every sentence the model accepts (SPEC: ``M >= 2I - 1`` equals vanilla attention).
 - ``csan2d``: head window ``N`` in {1, 3, ..., H} (odd, at most the number of heads), window fixed at 11.
 
+The point at the variant's own setting (M = 11; N = 3 with M = 11, unless the config sets other options)
+is the plain ``csan1d`` / ``csan2d`` variant of ``csan compare``, with the same run folder name: an ablation
+written into a ``csan compare`` output folder (same config and seeds) reuses those runs and the
+``vanilla`` ones instead of training them again.
+
 Every point is a training run in the paper's placement (the lower half of the encoder, see
 :mod:`csan.experiments.variants`), trained by the same machinery as ``csan compare`` into
 ``DIR/runs/<label>-seed<seed>/`` (finished runs are skipped), next to a ``vanilla`` baseline run. The
 measure is the BLEU of the **last** validation (greedy decoding; ``train.valid_bleu`` is switched on and
 test scoring off unless a ``--set`` says otherwise). Outputs: ``ablation-<variant>.csv`` (one row per
-run), ``ablation-<variant>.md`` (mean ± sd per point) and ``ablation-<variant>.png`` (vanilla dashed).
+run), ``ablation-<variant>.md`` (mean ± sd per point), ``ablation-<variant>.png`` (vanilla dashed) and
+``machine-ablation-<variant>.json``.
 """
 
 from __future__ import annotations
 
 import csv
+import inspect
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,26 +51,43 @@ def ablation_points(
         >>> ablation_points("csan1d", cfg, [5])[0][1].overrides
         ('model.encoder_attention=csan1d@0', 'model.attention_options.csan1d.window=5')
     """
+    if variant not in ("csan1d", "csan2d"):
+        raise CsanError(f"ablate: --variant must be csan1d or csan2d, got {variant!r}")
     where = lower_half(cfg)
     place = f"model.encoder_attention={variant}@{where}"
+    default = Variant(variant, (place,), "")  # the variant as `csan compare` trains it
     points: list[tuple[str, Variant]] = []
     if variant == "csan1d":
         labels = [str(m) for m in values] if values else [*map(str, range(1, 16, 2)), "whole"]
         for label in labels:
             window = 2 * cfg.model.max_positions - 1 if label == "whole" else int(label)
+            if window == _option(cfg, "csan1d", "window"):
+                points.append((label, replace(default, description=f"M={label}")))
+                continue
             option = f"model.attention_options.csan1d.window={window}"
             points.append((label, Variant(f"csan1d-M{label}", (place, option), f"M={label}")))
-    elif variant == "csan2d":
+    else:
         heads = cfg.model.heads
+        same_window = _option(cfg, "csan2d", "window") == CSAN2D_WINDOW
         for n in values or range(1, heads + 1, 2):
+            if same_window and n == _option(cfg, "csan2d", "head_window"):
+                points.append((str(n), replace(default, description=f"N={n}")))
+                continue
             options = (
                 f"model.attention_options.csan2d.window={CSAN2D_WINDOW}",
                 f"model.attention_options.csan2d.head_window={n}",
             )
             points.append((str(n), Variant(f"csan2d-N{n}", (place, *options), f"N={n}")))
-    else:
-        raise CsanError(f"ablate: --variant must be csan1d or csan2d, got {variant!r}")
     return points
+
+
+def _option(cfg: Config, variant: str, name: str) -> Any:
+    """The value of a CSAN layer's option under ``cfg``: the config's, else the class default."""
+    from csan.attention.csan import Csan1dSelfAttention, Csan2dSelfAttention
+
+    cls = {"csan1d": Csan1dSelfAttention, "csan2d": Csan2dSelfAttention}[variant]
+    configured = cfg.model.attention_options.get(variant) or {}
+    return configured.get(name, inspect.signature(cls).parameters[name].default)
 
 
 def _stats(records: Sequence[RunRecord]) -> tuple[float | None, float | None]:
@@ -93,7 +118,14 @@ def run_ablation(
     baseline = resolve_variants(["vanilla"], base_cfg)[0]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_machine(out, base_cfg, command=command, config=source, overrides=list(overrides))
+    write_machine(
+        out,
+        base_cfg,
+        name=f"machine-ablation-{variant}.json",  # beside a `csan compare`'s machine.json
+        command=command,
+        config=source,
+        overrides=list(overrides),
+    )
     records = run_grid(
         source,
         [baseline, *(v for _, v in points)],

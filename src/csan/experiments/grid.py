@@ -358,9 +358,11 @@ def machine_info(cfg: Config | None = None) -> dict[str, Any]:
     return info
 
 
-def write_machine(out_dir: Path, cfg: Config | None = None, **extra: Any) -> Path:
-    """Write ``out_dir/machine.json`` (:func:`machine_info` plus ``extra``, e.g. the command)."""
-    path = Path(out_dir) / "machine.json"
+def write_machine(
+    out_dir: Path, cfg: Config | None = None, *, name: str = "machine.json", **extra: Any
+) -> Path:
+    """Write ``out_dir/<name>`` (:func:`machine_info` plus ``extra``, e.g. the command)."""
+    path = Path(out_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**machine_info(cfg), **extra}, indent=2) + "\n", encoding="utf-8")
     return path
