@@ -348,7 +348,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         files = analyze.write_ngram(report, Path(args.out))
     else:
         runs = analyze.convergence_runs(analyze.expand_run_dirs(args.runs))
-        files = analyze.write_convergence(runs, Path(args.out), thresholds=args.thresholds)
+        files = analyze.write_convergence(
+            runs, Path(args.out), thresholds=args.thresholds, relative_to=args.relative_to
+        )
     print(Path(files[0]).read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(f) for f in files))
     return 0
@@ -498,6 +500,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument(
         "--thresholds", type=float, nargs="+", default=[0.90, 0.95], help="accuracies to reach"
+    )
+    q.add_argument(
+        "--relative-to",
+        metavar="NAME",
+        help="thresholds as fractions of this run's best validation accuracy (e.g. vanilla-seed1)",
     )
     q.add_argument("--out", required=True, help="output folder (convergence.md, .csv, .png)")
     q.set_defaults(func=cmd_analyze)

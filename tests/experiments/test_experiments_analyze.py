@@ -86,6 +86,18 @@ def test_convergence_table_from_metrics(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_convergence_thresholds_relative_to_a_run(tmp_path: Path) -> None:
+    base = write_metrics(tmp_path / "base", [(1.0, 0.30), (2.0, 0.45), (3.0, 0.50)])
+    conv = write_metrics(tmp_path / "conv", [(1.0, 0.46), (2.0, 0.48), (3.0, 0.52)])
+    runs = convergence_runs({"vanilla": base, "conv": conv})
+    md = write_convergence(runs, tmp_path / "out", relative_to="vanilla")[0].read_text()
+    # 0.90 x 0.50 = 0.45 and 0.95 x 0.50 = 0.475
+    assert "| run | to 0.90×vanilla (0.4500) | to 0.95×vanilla (0.4750) |" in md
+    assert "| vanilla | 2 | 3 |" in md and "| conv | 1 | 2 |" in md
+    with pytest.raises(CsanError, match="--relative-to 'base': no such run"):
+        write_convergence(runs, tmp_path / "out", relative_to="base")
+
+
 def test_convergence_errors_name_the_file(tmp_path: Path) -> None:
     run = write_metrics(tmp_path / "bad", [(1.0, 0.5)])
     with open(run / "metrics.jsonl", "a") as f:

@@ -8,6 +8,8 @@ order n (:func:`csan.evaluation.analysis.ngram_analysis`) as gaps to the baselin
 accuracy (teacher forcing) per epoch, and the epochs needed to reach 0.90 / 0.95: the ``epoch`` of the
 first validation at or above the threshold (fractional when validating inside an epoch), or "not
 reached". The accuracy shown for epoch ``k`` is the last validation with ``k - 1 < epoch <= k``.
+With ``relative_to`` (``--relative-to NAME``) the thresholds are fractions of that run's best validation
+accuracy (a short run on a small corpus never reaches 0.90 token accuracy in absolute terms).
 ``convergence.md``, ``convergence.csv``, ``convergence.png``.
 
 Example:
@@ -178,16 +180,36 @@ def _epochs(value: float | None) -> str:
 
 
 def write_convergence(
-    runs: Sequence[ConvergenceRun], out_dir: Path, thresholds: Sequence[float] = THRESHOLDS
+    runs: Sequence[ConvergenceRun],
+    out_dir: Path,
+    thresholds: Sequence[float] = THRESHOLDS,
+    *,
+    relative_to: str | None = None,
 ) -> list[Path]:
-    """Write ``convergence.md`` / ``.csv`` / ``.png``: accuracy per epoch and epochs to each threshold."""
+    """Write ``convergence.md`` / ``.csv`` / ``.png``: accuracy per epoch and epochs to each threshold.
+
+    ``relative_to``: the name of a run; the thresholds are then fractions of its best accuracy.
+    """
     from csan.experiments.plots import convergence_plot
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    labels = [f"to {t:.2f}" for t in thresholds]
+    note = ""
+    if relative_to is not None:
+        base = next((r for r in runs if r.name == relative_to), None)
+        if base is None:
+            names = ", ".join(r.name for r in runs)
+            raise CsanError(f"--relative-to {relative_to!r}: no such run (runs: {names})")
+        best = max(acc for _, acc in base.points)
+        labels = [f"to {t:.2f}×{relative_to} ({t * best:.4f})" for t in thresholds]
+        thresholds = [t * best for t in thresholds]
+        note = (
+            f" Thresholds relative to the best validation accuracy of {relative_to} ({best:.4f})."
+        )
     n_epochs = max((max(r.per_epoch(), default=0) for r in runs), default=0)
     epochs = list(range(1, n_epochs + 1))
-    head = ["run", *(f"to {t:.2f}" for t in thresholds), *(f"ep {k}" for k in epochs)]
+    head = ["run", *labels, *(f"ep {k}" for k in epochs)]
     lines = [
         "# Validation token accuracy per epoch (teacher forcing)",
         "",
@@ -207,7 +229,7 @@ def write_convergence(
     lines += [
         "",
         "to t: the epoch of the first validation whose accuracy reached t. ep k: the last "
-        "validation inside epoch k.",
+        "validation inside epoch k." + note,
         "",
     ]
     (out / "convergence.md").write_text("\n".join(lines), encoding="utf-8")
