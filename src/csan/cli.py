@@ -297,9 +297,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         overrides=overrides,
         progress=not args.no_progress,
         command=_experiment_command(
-            args, "compare", "--variants", args.variants, "--seeds", args.seeds
+            args,
+            "compare",
+            "--variants",
+            args.variants,
+            "--seeds",
+            args.seeds,
+            *(["--tag", args.tag] if args.tag else []),
         ),
         train=not args.report_only,
+        tag=args.tag,
+        **({"title": args.title} if args.title else {}),
     )
     return 0
 
@@ -457,6 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train nothing: write the table from the runs that finished (the others: not run)",
     )
+    p.add_argument(
+        "--tag",
+        help="suffix of the output files (table-TAG.md, results-TAG.csv, ...): several tables "
+        "in one folder share its runs",
+    )
+    p.add_argument("--title", help="title of table.md")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser(

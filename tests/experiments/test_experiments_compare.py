@@ -11,6 +11,7 @@ import pytest
 
 from csan.cli import main
 from csan.config import load_config
+from csan.errors import CsanError
 from csan.experiments.compare import CSV_COLUMNS, run_compare, summarize
 from csan.experiments.grid import RunRecord, run_grid, steady_speed
 from csan.experiments.variants import resolve_variants
@@ -161,6 +162,30 @@ def test_steady_speed_skips_the_first_epoch() -> None:
     assert steady_speed(records) == pytest.approx(150 / 100)
     assert steady_speed(records[:3]) is None  # one line past epoch 1 is not a rate
     assert steady_speed([]) is None
+
+
+def test_tagged_tables_share_the_folder_and_its_runs(tmp_path: Path, fake_train) -> None:
+    run_compare(
+        "tiny", ["vanilla", "csan1d"], [1], tmp_path, train_fn=fake_train, say=lambda _: None
+    )
+    table = (tmp_path / "table.md").read_text()
+    run_compare(
+        "tiny",
+        ["vanilla", "csan2d"],
+        [1],
+        tmp_path,
+        train_fn=fake_train,
+        say=lambda _: None,
+        tag="two",
+    )
+    assert [p.name for p in fake_train.calls] == ["vanilla-seed1", "csan1d-seed1", "csan2d-seed1"]
+    assert (tmp_path / "table.md").read_text() == table  # untouched
+    tagged = (tmp_path / "table-two.md").read_text()
+    assert "csan2d" in tagged and "csan1d" not in tagged
+    for name in ("results-two.csv", "summary-two.json", "bleu-two.png", "machine-two.json"):
+        assert (tmp_path / name).is_file()
+    with pytest.raises(CsanError, match="--tag 'a/b'"):
+        run_compare("tiny", ["vanilla"], [1], tmp_path, train_fn=fake_train, tag="a/b")
 
 
 def test_cli_compare_rejects_bad_seeds(capsys) -> None:

@@ -10,6 +10,10 @@ Every variant x seed is trained by :func:`csan.experiments.grid.run_grid` into `
 - ``DIR/bleu.png``: BLEU per variant, mean with ± sd error bars, the baseline as a dashed line;
 - ``DIR/summary.json`` (the same numbers) and ``DIR/machine.json`` (CPU, threads, torch version).
 
+With ``tag`` (``--tag T``) the four files and the machine record are named ``table-T.md``, ``results-T.csv``,
+... instead: several tables then share one folder and its runs (the context-aware table beside Table 1
+reuses the ``vanilla`` runs).
+
 Significance (SPEC "Evaluation"): paired bootstrap resampling (Koehn 2004), 1000 samples, sacreBLEU's
 index draw, one-sided p = share of samples where the variant's BLEU is not above the baseline's.
 **Choice:** with several seeds, the test translations of all seeds that both the variant and the baseline
@@ -24,6 +28,7 @@ import csv
 import json
 import logging
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -48,6 +53,7 @@ __all__ = [
 ]
 
 BOOTSTRAP_SAMPLES = 1000
+OUTPUTS = {"results": ".csv", "table": ".md", "summary": ".json", "bleu": ".png"}
 
 CSV_COLUMNS = [
     "variant",
@@ -332,22 +338,38 @@ def run_compare(
     command: str | None = None,
     title: str = "Comparison of self-attention variants (after Yang et al. 2019, Table 1)",
     train: bool = True,
+    tag: str | None = None,
 ) -> list[VariantSummary]:
     """Train every variant x seed (skipping finished runs) and write the table, CSV, plot and machine.
 
     ``specs``: variant names, groups or raw placements (:func:`csan.experiments.variants.resolve_variants`).
     ``train=False``: only report the runs that finished (the others are listed as not run).
+    ``tag``: suffix of the output files (``table-<tag>.md``, ...), so that several tables share one
+    folder and its runs (e.g. the context-aware table next to Table 1, one ``vanilla`` run for both).
     """
     from csan.config import load_config
     from csan.experiments.grid import run_grid, write_machine
     from csan.experiments.plots import bleu_bars
     from csan.experiments.variants import resolve_variants
 
+    if tag is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", tag):
+        raise CsanError(f"--tag {tag!r}: use letters, digits, '_', '.' or '-'")
+
+    def name(stem: str, suffix: str) -> str:
+        return f"{stem}-{tag}{suffix}" if tag else f"{stem}{suffix}"
+
     base_cfg = load_config(source, [*COMPARE_DEFAULTS, *overrides])
     variants = resolve_variants(specs, base_cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_machine(out, base_cfg, command=command, config=source, overrides=list(overrides))
+    write_machine(
+        out,
+        base_cfg,
+        name=name("machine", ".json"),
+        command=command,
+        config=source,
+        overrides=list(overrides),
+    )
     records = run_grid(
         source,
         variants,
@@ -375,10 +397,11 @@ def run_compare(
     if signature:
         notes.append(f"sacreBLEU signature: `{signature}`.")
     rows = summarize(records, refs)
-    write_results_csv(out / "results.csv", records)
-    write_table_md(out / "table.md", rows, title=title, notes=notes)
+    files = {stem: out / name(stem, suffix) for stem, suffix in OUTPUTS.items()}
+    write_results_csv(files["results"], records)
+    write_table_md(files["table"], rows, title=title, notes=notes)
     write_summary(
-        out / "summary.json",
+        files["summary"],
         rows,
         config=source,
         overrides=list(overrides),
@@ -386,6 +409,7 @@ def run_compare(
         signature=signature,
         command=command,
     )
-    bleu_bars(rows, out / "bleu.png", title=f"test BLEU over seeds {', '.join(map(str, seeds))}")
-    say(f"wrote {out / 'table.md'}, {out / 'results.csv'}, {out / 'bleu.png'}")
+    seeds_text = ", ".join(map(str, seeds))
+    bleu_bars(rows, files["bleu"], title=f"test BLEU over seeds {seeds_text}")
+    say(f"wrote {files['table']}, {files['results']}, {files['bleu']}")
     return rows
