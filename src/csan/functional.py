@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from csan.kernels.blocked import blocked_local_attention
+from csan.kernels.checks import HEAD_BOUNDARIES, check_inputs, check_local_options
 from csan.kernels.dense import dense_local_attention, masked_attention
 from csan.kernels.reference import reference_local_attention
 
@@ -32,37 +33,9 @@ __all__ = [
 ]
 
 BACKENDS = ("auto", "dense", "reference", "blocked")
-HEAD_BOUNDARIES = ("wrap", "clip")
 # "auto" uses the blocked O(T*M) kernel from this many positions on (CPU only).
 BLOCKED_MIN_TIME = 128  # measured crossover on a 2-core CPU (benchmarks/results): ~96-128 at M=11
 BLOCKED_MIN_WINDOWS = 8  # ... and about 8 windows long (M=31 crosses at ~192-256)
-
-
-def check_local_options(
-    *, window: int, head_window: int = 1, heads: int | None = None, head_boundary: str = "wrap"
-) -> None:
-    """Raise ``ValueError`` naming the bad value unless the CSAN window options are valid.
-
-    Example:
-        >>> check_local_options(window=4)
-        Traceback (most recent call last):
-        ...
-        ValueError: window must be a positive odd integer, got 4
-    """
-    if not _is_int(window) or window < 1 or window % 2 == 0:
-        raise ValueError(f"window must be a positive odd integer, got {window!r}")
-    if not _is_int(head_window) or head_window < 1 or head_window % 2 == 0:
-        raise ValueError(f"head_window must be a positive odd integer, got {head_window!r}")
-    if heads is not None and head_window > heads:
-        raise ValueError(
-            f"head_window ({head_window}) must not exceed the number of heads ({heads})"
-        )
-    if head_boundary not in HEAD_BOUNDARIES:
-        raise ValueError(f"head_boundary must be 'wrap' or 'clip', got {head_boundary!r}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def choose_backend(time: int, window: int, device: torch.device) -> str:
@@ -129,9 +102,7 @@ def local_attention(
     check_local_options(
         window=window, head_window=head_window, heads=heads, head_boundary=head_boundary
     )
-    _check_shapes(q, k, v, key_padding_mask, causal=causal)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    check_inputs(q, k, v, key_padding_mask, dropout_p=dropout_p, fewer_queries=causal)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     options = {
@@ -148,30 +119,6 @@ def local_attention(
     if backend == "blocked" and q.size(2) == k.size(2):
         return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
     return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
-
-
-def _check_shapes(
-    q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, *, causal: bool
-) -> None:
-    if q.dim() != 4 or k.shape != v.shape or k.dim() != 4:
-        raise ValueError(
-            "q, k, v must be (batch, heads, time, d_h) with k and v alike, got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    t_q, t_k = q.size(2), k.size(2)
-    if q.shape[:2] != k.shape[:2] or q.size(3) != k.size(3):
-        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, heads or d_h")
-    if t_q != t_k and not (causal and t_q < t_k):
-        raise ValueError(
-            f"q has {t_q} positions and k {t_k}; fewer queries than keys only with causal=True"
-        )
-    if key_padding_mask is not None and (
-        key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (k.size(0), t_k)
-    ):
-        raise ValueError(
-            f"key_padding_mask must be bool (batch, time) = {(k.size(0), t_k)}, got "
-            f"{key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
-        )
 
 
 def attention_mask(

@@ -136,7 +136,7 @@ def test_bad_options_raise(options, message):
 
 def test_bad_shapes_raise():
     q = torch.randn(1, 4, 3, 2)
-    with pytest.raises(ValueError, match="fewer queries than keys only with causal=True"):
+    with pytest.raises(ValueError, match="fewer queries than keys only in causal local_attention"):
         local_attention(q[:, :, :2], q, q, window=3)
     with pytest.raises(ValueError, match="key_padding_mask must be bool"):
         local_attention(q, q, q, window=3, key_padding_mask=torch.zeros(1, 4, dtype=torch.bool))

@@ -170,8 +170,11 @@ def test_block_size_follows_the_window():
         ({"window": 4}, "window must be a positive odd integer, got 4"),
         ({"window": 0}, "got 0"),
         ({"window": True}, "got True"),
-        ({"window": 3, "head_window": 2}, r"head_window must be odd and in 1..heads \(4\), got 2"),
-        ({"window": 3, "head_window": 5}, r"in 1..heads \(4\), got 5"),
+        ({"window": 3, "head_window": 2}, "head_window must be a positive odd integer, got 2"),
+        (
+            {"window": 3, "head_window": 5},
+            r"head_window \(5\) must not exceed the number of heads \(4\)",
+        ),
         ({"window": 3, "head_boundary": "mirror"}, "got 'mirror'"),
         ({"window": 3, "dropout_p": 1.0}, r"dropout_p must be in \[0, 1\), got 1.0"),
         (
@@ -188,5 +191,7 @@ def test_bad_options_raise(options, message):
 
 def test_bad_shapes_raise():
     q = torch.randn(1, 4, 3, 2)
-    with pytest.raises(ValueError, match=r"one shape, got \(1, 4, 3, 2\), \(1, 4, 2, 2\)"):
+    with pytest.raises(
+        ValueError, match="q has 3 positions and k 2: fewer queries than keys only in"
+    ):
         blocked_local_attention(q, q[:, :, :2], q[:, :, :2], window=3)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from csan.kernels.checks import check_inputs, check_local_options
 from csan.kernels.dense import head_neighbours
 
 __all__ = ["block_size", "blocked_local_attention"]
@@ -108,7 +109,11 @@ def blocked_local_attention(
         >>> blocked_local_attention(q, q, q, window=11, head_window=3).shape
         torch.Size([2, 4, 100, 8])
     """
-    _check(q, k, v, window, head_window, key_padding_mask, head_boundary, dropout_p)
+    heads = q.size(1) if q.dim() == 4 else None
+    check_local_options(
+        window=window, head_window=head_window, heads=heads, head_boundary=head_boundary
+    )
+    check_inputs(q, k, v, key_padding_mask, dropout_p=dropout_p)
     batch, heads, time, d_h = q.shape
     if q.numel() == 0:
         return q * 0 + (k.sum() + v.sum()) * 0  # empty, but attached to the graph
@@ -132,36 +137,6 @@ def blocked_local_attention(
     if bool(exists.all()):
         exists = None
     return _BlockedAttention.apply(q, k, v, key_padding_mask, plan, index, exists)
-
-
-def _check(q, k, v, window, head_window, key_padding_mask, head_boundary, dropout_p) -> None:
-    if q.dim() != 4 or q.shape != k.shape or k.shape != v.shape:
-        raise ValueError(
-            "q, k, v must all be (batch, heads, time, d_h) of one shape, got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1 or window % 2 == 0:
-        raise ValueError(f"window must be a positive odd integer, got {window!r}")
-    heads = q.size(1)
-    if (
-        isinstance(head_window, bool)
-        or not isinstance(head_window, int)
-        or not 1 <= head_window <= max(heads, 1)
-        or head_window % 2 == 0
-    ):
-        raise ValueError(f"head_window must be odd and in 1..heads ({heads}), got {head_window!r}")
-    if head_boundary not in ("wrap", "clip"):
-        raise ValueError(f"head_boundary must be 'wrap' or 'clip', got {head_boundary!r}")
-    if key_padding_mask is not None and (
-        key_padding_mask.dtype != torch.bool
-        or tuple(key_padding_mask.shape) != (q.size(0), q.size(2))
-    ):
-        raise ValueError(
-            f"key_padding_mask must be bool (batch, time) = {(q.size(0), q.size(2))}, got "
-            f"{key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
-        )
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
 
 
 class _BlockedAttention(torch.autograd.Function):
