@@ -86,6 +86,10 @@ class InceptionConv(nn.Module):
             nn.Conv1d(d_in, c, w, dilation=r, bias=bias) for (w, r), c in zip(specs, channels)
         )
 
+    # Inductor (torch 2.13, dynamic shapes) fails to lower these convolutions inside the whole
+    # Transformer ("cannot determine truth value of Relational: 1 < s1" while ordering strides), so
+    # they run eager under torch.compile: a graph break around each call, same arithmetic.
+    @torch.compiler.disable
     def forward(self, x: Tensor, left: Tensor | None = None) -> Tensor:
         t = x.size(1)
         if self.causal:
