@@ -307,7 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ),
         train=not args.report_only,
         tag=args.tag,
-        **({"title": args.title} if args.title else {}),
+        title=args.title,
     )
     return 0
 

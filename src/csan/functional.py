@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from csan.kernels.blocked import blocked_local_attention
-from csan.kernels.checks import HEAD_BOUNDARIES, check_inputs, check_local_options
+from csan.kernels.blocked import unchecked_blocked_local_attention
+from csan.kernels.checks import HEAD_BOUNDARIES, check_local_attention, check_local_options
 from csan.kernels.dense import dense_local_attention, masked_attention
 from csan.kernels.reference import reference_local_attention
 
@@ -98,11 +98,17 @@ def local_attention(
         >>> torch.allclose(wide, torch.nn.functional.scaled_dot_product_attention(q, q, q), atol=1e-6)
         True
     """
-    heads = q.size(1) if q.dim() == 4 else None
-    check_local_options(
-        window=window, head_window=head_window, heads=heads, head_boundary=head_boundary
+    check_local_attention(
+        q,
+        k,
+        v,
+        key_padding_mask,
+        window=window,
+        head_window=head_window,
+        head_boundary=head_boundary,
+        dropout_p=dropout_p,
+        fewer_queries=causal,
     )
-    check_inputs(q, k, v, key_padding_mask, dropout_p=dropout_p, fewer_queries=causal)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     options = {
@@ -117,7 +123,7 @@ def local_attention(
     if backend == "reference":
         return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
     if backend == "blocked" and q.size(2) == k.size(2):
-        return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
+        return unchecked_blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
     return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
 
 

@@ -59,18 +59,21 @@ def ablation_points(
     points: list[tuple[str, Variant]] = []
     if variant == "csan1d":
         labels = [str(m) for m in values] if values else [*map(str, range(1, 16, 2)), "whole"]
+        own_window = _option(cfg, "csan1d", "window")
         for label in labels:
             window = 2 * cfg.model.max_positions - 1 if label == "whole" else int(label)
-            if window == _option(cfg, "csan1d", "window"):
+            if window == own_window:
                 points.append((label, replace(default, description=f"M={label}")))
                 continue
             option = f"model.attention_options.csan1d.window={window}"
             points.append((label, Variant(f"csan1d-M{label}", (place, option), f"M={label}")))
     else:
         heads = cfg.model.heads
-        same_window = _option(cfg, "csan2d", "window") == CSAN2D_WINDOW
+        own_n = _option(cfg, "csan2d", "head_window")
+        if _option(cfg, "csan2d", "window") != CSAN2D_WINDOW:
+            own_n = None  # the config's csan2d is not a point of this sweep
         for n in values or range(1, heads + 1, 2):
-            if same_window and n == _option(cfg, "csan2d", "head_window"):
+            if n == own_n:
                 points.append((str(n), replace(default, description=f"N={n}")))
                 continue
             options = (

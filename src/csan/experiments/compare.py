@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 BOOTSTRAP_SAMPLES = 1000
+TABLE1_TITLE = "Comparison of self-attention variants (after Yang et al. 2019, Table 1)"
 OUTPUTS = {"results": ".csv", "table": ".md", "summary": ".json", "bleu": ".png"}
 
 CSV_COLUMNS = [
@@ -336,7 +337,7 @@ def run_compare(
     progress: bool = False,
     say: Any = print,
     command: str | None = None,
-    title: str = "Comparison of self-attention variants (after Yang et al. 2019, Table 1)",
+    title: str | None = None,
     train: bool = True,
     tag: str | None = None,
 ) -> list[VariantSummary]:
@@ -344,6 +345,7 @@ def run_compare(
 
     ``specs``: variant names, groups or raw placements (:func:`csan.experiments.variants.resolve_variants`).
     ``train=False``: only report the runs that finished (the others are listed as not run).
+    ``title``: the heading of ``table.md`` (default :data:`TABLE1_TITLE`).
     ``tag``: suffix of the output files (``table-<tag>.md``, ...), so that several tables share one
     folder and its runs (e.g. the context-aware table next to Table 1, one ``vanilla`` run for both).
     """
@@ -399,7 +401,7 @@ def run_compare(
     rows = summarize(records, refs)
     files = {stem: out / name(stem, suffix) for stem, suffix in OUTPUTS.items()}
     write_results_csv(files["results"], records)
-    write_table_md(files["table"], rows, title=title, notes=notes)
+    write_table_md(files["table"], rows, title=title or TABLE1_TITLE, notes=notes)
     write_summary(
         files["summary"],
         rows,

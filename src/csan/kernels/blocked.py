@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from csan.kernels.checks import check_inputs, check_local_options
+from csan.kernels.checks import check_local_attention
 from csan.kernels.dense import head_neighbours
 
-__all__ = ["block_size", "blocked_local_attention"]
+__all__ = ["block_size", "blocked_local_attention", "unchecked_blocked_local_attention"]
 
 # Query rows (batch * heads * positions) per chunk: bounds the working memory to a few MiB.
 _CHUNK_ROWS = 4096
@@ -109,11 +109,52 @@ def blocked_local_attention(
         >>> blocked_local_attention(q, q, q, window=11, head_window=3).shape
         torch.Size([2, 4, 100, 8])
     """
-    heads = q.size(1) if q.dim() == 4 else None
-    check_local_options(
-        window=window, head_window=head_window, heads=heads, head_boundary=head_boundary
+    check_local_attention(
+        q,
+        k,
+        v,
+        key_padding_mask,
+        window=window,
+        head_window=head_window,
+        head_boundary=head_boundary,
+        dropout_p=dropout_p,
     )
-    check_inputs(q, k, v, key_padding_mask, dropout_p=dropout_p)
+    return unchecked_blocked_local_attention(
+        q,
+        k,
+        v,
+        window=window,
+        head_window=head_window,
+        key_padding_mask=key_padding_mask,
+        causal=causal,
+        head_boundary=head_boundary,
+        dropout_p=dropout_p,
+    )
+
+
+def unchecked_blocked_local_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    window: int,
+    head_window: int = 1,
+    key_padding_mask: Tensor | None = None,
+    causal: bool = False,
+    head_boundary: str = "wrap",
+    dropout_p: float = 0.0,
+) -> Tensor:
+    """:func:`blocked_local_attention` without the argument checks, for callers that made them
+    (:func:`csan.functional.local_attention`); invalid arguments give undefined results.
+
+    Example:
+        >>> q = torch.randn(1, 2, 40, 8)
+        >>> torch.equal(
+        ...     unchecked_blocked_local_attention(q, q, q, window=5),
+        ...     blocked_local_attention(q, q, q, window=5),
+        ... )
+        True
+    """
     batch, heads, time, d_h = q.shape
     if q.numel() == 0:
         return q * 0 + (k.sum() + v.sum()) * 0  # empty, but attached to the graph

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["HEAD_BOUNDARIES", "check_inputs", "check_local_options"]
+__all__ = ["HEAD_BOUNDARIES", "check_local_attention", "check_local_options"]
 
 HEAD_BOUNDARIES = ("wrap", "clip")
 
@@ -46,27 +46,39 @@ def check_local_options(
         raise ValueError(f"head_boundary must be 'wrap' or 'clip', got {head_boundary!r}")
 
 
-def check_inputs(
+def check_local_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
     key_padding_mask: Tensor | None,
     *,
+    window: int,
+    head_window: int,
+    head_boundary: str,
     dropout_p: float,
     fewer_queries: bool = False,
 ) -> None:
-    """Raise ``ValueError`` unless q, k, v are (batch, heads, time, d_h) alike, with a matching mask.
+    """Raise ``ValueError`` unless a local-attention call is valid: the window options (as
+    :func:`check_local_options`, heads from ``q``), q, k, v (batch, heads, time, d_h) alike, a matching
+    bool mask and ``0 <= dropout_p < 1``.
 
     ``fewer_queries``: allow fewer query positions than keys (cached causal decoding: the queries are
     the last positions); otherwise the lengths must be equal.
 
     Example:
         >>> q = torch.zeros(1, 2, 3, 4)
-        >>> check_inputs(q, q, q, torch.zeros(1, 4, dtype=torch.bool), dropout_p=0.0)
+        >>> mask = torch.zeros(1, 4, dtype=torch.bool)
+        >>> check_local_attention(
+        ...     q, q, q, mask, window=3, head_window=1, head_boundary="wrap", dropout_p=0.0
+        ... )
         Traceback (most recent call last):
         ...
         ValueError: key_padding_mask must be bool (batch, time) = (1, 3), got torch.bool (1, 4)
     """
+    heads = q.size(1) if q.dim() == 4 else None
+    check_local_options(
+        window=window, head_window=head_window, heads=heads, head_boundary=head_boundary
+    )
     if q.dim() != 4 or k.shape != v.shape or k.dim() != 4:
         raise ValueError(
             "q, k, v must be (batch, heads, time, d_h) with k and v alike, got "
