@@ -28,7 +28,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["TorchTransformer", "main", "run_train_bench", "run_translate_bench"]
+__all__ = [
+    "TorchTransformer",
+    "main",
+    "run_train_bench",
+    "run_translate_bench",
+    "run_variant_bench",
+    "variant_table",
+]
 
 
 class TorchTransformer(nn.Module):
@@ -199,99 +206,105 @@ def run_train_bench(
     return rows
 
 
-PAPER_PLACEMENT = {  # Table 1 rows: encoder self-attention of the lower half of the layers
-    "vanilla": "vanilla",
-    "rel_pos": "rel_pos@{lower}",
-    "neighbor": "neighbor@{lower}",
-    "local_hard": "local_hard@{lower}",
-    "local_soft": "local_soft@{lower}",
-    "block": "block@{lower}",
-    "cnn": "cnn@{lower}",
-    "bi_direct": "bi_direct@{lower}",
-    "csan1d": "csan1d@{lower}",
-    "csan2d": "csan2d@{lower}",
-    "context": "context@{lower}",
-    "conv_qkv": "conv_qkv",
-}
-
-
 def run_variant_bench(
-    preset: str = "multi30k-small",
+    config: str = "compare-multi30k",
     *,
-    steps: int = 10,
-    warmup: int = 3,
-    variants: Sequence[str] = tuple(PAPER_PLACEMENT),
+    variants: Sequence[str] = ("table1",),
+    steps: int = 30,
+    warmup: int = 5,
     overrides: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Training step time of each attention variant relative to vanilla (the paper's "Speed").
+    """Training speed of each table row, measured side by side: the quiet version of compare's Speed.
 
-    Every variant replaces the encoder self-attention of the lower half of the layers (the paper's
-    lowest 3 of 6); all train on the same real batches, eager mode (no torch.compile, so that no
-    variant is favoured by a compiler), with the preset's CPU bf16 setting. Steps are interleaved
-    across variants so that all see the same machine state.
+    Every variant (names and groups of :mod:`csan.experiments.variants`, the rows ``csan compare`` trains)
+    is built by the real :class:`~csan.training.trainer.Trainer` of ``config`` with its overrides, so the
+    mode is the runs' own (bf16 autocast, ``torch.compile`` when the config sets them, gradient clipping,
+    update_freq). All take the same ``warmup + steps`` updates of real batches, interleaved update by
+    update with the order rotating, so that a noisy machine slows every row alike; the first ``warmup``
+    updates (compilation) are not timed. Returns one row per variant: parameters, median update time,
+    its quartiles, steps/s and speed relative to the first variant.
+
+    Example (two rows of a tiny model, eager, a few updates):
+        >>> rows = run_variant_bench("tiny", variants=["vanilla", "csan1d"], steps=2, warmup=1,
+        ...     overrides=["train.compile=false"])  # doctest: +SKIP
+        >>> [r["variant"] for r in rows]  # doctest: +SKIP
+        ['vanilla', 'csan1d']
     """
-    from csan.config import load_config
-    from csan.models import build_model
-    from csan.training.data import load_training_data
-    from csan.training.loss import TranslationLoss
+    import tempfile
 
-    base = load_config(preset, [*overrides, "train.evaluate_test=false"])
-    data = load_training_data(base)
-    lower = f"0-{max(base.model.encoder_layers // 2 - 1, 0)}"
-    batches = [data.batch(idx) for idx in data.sampler.batches(1)[: warmup + steps]]
-    systems = {}
-    for name in variants:
-        spec = PAPER_PLACEMENT.get(name, name).format(lower=lower)
-        field = "model.encoder_attention"
-        extra = [f"{field}={spec}"]
-        if name == "conv_qkv":
-            extra += ["model.decoder_attention=conv_qkv", "model.cross_attention=conv_qkv"]
-        cfg = load_config(preset, [*overrides, *extra])
-        torch.manual_seed(0)
-        model = build_model(cfg.model, len(data.spm))
-        systems[name] = (
-            TranslationLoss(model, epsilon=cfg.train.label_smoothing),
-            torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9),
-            sum(p.numel() for p in model.parameters()),
-            spec,
-        )
-    use_bf16 = base.train.cpu_bf16
-    times: dict[str, list[float]] = {n: [] for n in systems}
-    names = list(systems)
-    for i, b in enumerate(batches):
-        # rotate the order every step: the first system of a round pays for a cold cache
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            loss_fn, opt = systems[name][0], systems[name][1]
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            ctx = (
-                torch.autocast("cpu", dtype=torch.bfloat16)
-                if use_bf16
-                else contextlib.nullcontext()
+    from csan.config import load_config
+    from csan.errors import CsanError
+    from csan.experiments.variants import resolve_variants
+    from csan.info import count_parameters
+    from csan.training.trainer import Trainer
+
+    if steps < 1 or warmup < 0:
+        raise CsanError(f"--steps must be >= 1 and --warmup >= 0, got {steps} and {warmup}")
+    base = load_config(config, list(overrides))
+    rows = resolve_variants(variants, base)
+    trainers: dict[str, Trainer] = {}
+    with tempfile.TemporaryDirectory(prefix="csan-bench-variants-") as tmp:
+        for row in rows:
+            if any(o.startswith("data.") for o in row.overrides):
+                raise CsanError(f"variant {row.name!r} changes the data; rows must share batches")
+            cfg = load_config(config, [*overrides, *row.overrides, "train.evaluate_test=false"])
+            trainers[row.name] = Trainer(cfg, Path(tmp) / row.name, progress=False)
+        first = trainers[rows[0].name]
+        order = first.data.sampler.batches(1)
+        per_update = first.cfg.train.update_freq
+        groups = [order[i : i + per_update] for i in range(0, len(order), per_update)]
+        if len(groups) < warmup + steps:
+            raise CsanError(
+                f"{config}: one epoch has {len(groups)} updates, fewer than warmup + steps "
+                f"({warmup} + {steps})"
             )
-            with ctx:
-                loss = loss_fn(b.src, b.tgt_in, b.tgt_out)[0]
-            (loss / b.tgt_tokens).backward()
-            opt.step()
-            if i >= warmup:
-                times[name].append(time.perf_counter() - t0)
-    ref = statistics.median(times[next(iter(systems))])
-    ref_params = systems[next(iter(systems))][2]
-    rows = []
-    for name, ts in times.items():
+        updates = [[first.data.batch(idx) for idx in g] for g in groups[: warmup + steps]]
+        times: dict[str, list[float]] = {name: [] for name in trainers}
+        names = list(trainers)
+        for i, group in enumerate(updates):
+            # rotate the order every update: the first system of a round pays for a cold cache
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                t0 = time.perf_counter()
+                trainers[name]._train_step(group)
+                if i >= warmup:
+                    times[name].append(time.perf_counter() - t0)
+    params = {name: count_parameters(t.model)["total"] for name, t in trainers.items()}
+    ref_name = rows[0].name
+    ref = statistics.median(times[ref_name])
+    out = []
+    for row in rows:
+        ts = sorted(times[row.name])
         med = statistics.median(ts)
-        rows.append(
+        q1, _, q3 = statistics.quantiles(ts, n=4) if len(ts) > 1 else (med, med, med)
+        out.append(
             {
-                "variant": name,
-                "placement": systems[name][3],
-                "params": systems[name][2],
-                "added_params": systems[name][2] - ref_params,
+                "variant": row.name,
+                "description": row.description,
+                "params": params[row.name],
+                "added_params": params[row.name] - params[ref_name],
                 "median_step_ms": round(med * 1e3, 1),
+                "q1_step_ms": round(q1 * 1e3, 1),
+                "q3_step_ms": round(q3 * 1e3, 1),
                 "steps_per_s": round(1 / med, 3),
                 "relative_speed": round(ref / med, 3),
+                "steps": len(ts),
             }
         )
-    return rows
+    return out
+
+
+def variant_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The Markdown table of :func:`run_variant_bench` rows."""
+    lines = [
+        "| variant | params | added | median update (ms) | quartiles (ms) | steps/s | speed vs first |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['variant']} | {r['params']:,} | {r['added_params']:+,} | {r['median_step_ms']} "
+        f"| {r['q1_step_ms']}-{r['q3_step_ms']} | {r['steps_per_s']} | {r['relative_speed']:.2f}x |"
+        for r in rows
+    ]
+    return "\n".join(lines)
 
 
 def run_translate_bench(
@@ -344,19 +357,31 @@ def _save(kind: str, payload: dict[str, Any], table: str, out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``csan bench train|translate ...``."""
+    """``csan bench train|translate|variants ...``."""
     p = argparse.ArgumentParser(prog="csan bench", description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=["train", "translate", "variants"])
-    p.add_argument("--config", default="multi30k-small", help="preset or YAML (train)")
+    p.add_argument(
+        "--config",
+        help="preset or YAML (train: default multi30k-small; variants: default compare-multi30k)",
+    )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per system (train)")
+    p.add_argument(
+        "--steps", type=int, help="timed steps per system (train: default 20; variants: 30)"
+    )
+    p.add_argument("--warmup", type=int, default=5, help="untimed first updates (variants)")
+    p.add_argument(
+        "--variants",
+        default="table1",
+        help="rows as in csan compare: names or groups (variants; default table1)",
+    )
     p.add_argument("--model", help="model folder (translate)")
     p.add_argument("--src", help="source file (translate)")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--out", default="benchmarks/results", help="results folder")
     args = p.parse_args(argv)
     if args.what == "train":
-        rows = run_train_bench(args.config, steps=args.steps, overrides=args.overrides)
+        config = args.config or "multi30k-small"
+        rows = run_train_bench(config, steps=args.steps or 20, overrides=args.overrides)
         lines = [
             "| system | params | median step (ms) | target tokens/s | speed vs torch.nn.Transformer |",
             "|---|---:|---:|---:|---:|",
@@ -369,28 +394,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = "\n".join(lines)
         path = _save(
             "train",
-            {"config": args.config, "overrides": args.overrides, "rows": rows},
+            {"config": config, "overrides": args.overrides, "rows": rows},
             table,
             Path(args.out),
         )
     elif args.what == "variants":
-        rows = run_variant_bench(args.config, steps=args.steps, overrides=args.overrides)
-        lines = [
-            "| variant | placement | params | added | median step (ms) | steps/s | speed vs first |",
-            "|---|---|---:|---:|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {r['variant']} | {r['placement']} | {r['params']:,} | {r['added_params']:+,} "
-            f"| {r['median_step_ms']} | {r['steps_per_s']} | {r['relative_speed']:.2f}x |"
-            for r in rows
-        ]
-        table = "\n".join(lines)
-        path = _save(
-            "variants",
-            {"config": args.config, "overrides": args.overrides, "rows": rows},
-            table,
-            Path(args.out),
+        config = args.config or "compare-multi30k"
+        rows = run_variant_bench(
+            config,
+            variants=[v for v in args.variants.split(",") if v.strip()],
+            steps=args.steps or 30,
+            warmup=args.warmup,
+            overrides=args.overrides,
         )
+        table = variant_table(rows)
+        payload = {
+            "config": config,
+            "overrides": args.overrides,
+            "variants": args.variants,
+            "warmup": args.warmup,
+            "rows": rows,
+        }
+        path = _save(f"variants-{Path(config).stem}", payload, table, Path(args.out))
     else:
         if not (args.model and args.src):
             p.error("translate needs --model and --src")

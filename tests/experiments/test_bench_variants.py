@@ -1,0 +1,50 @@
+"""``csan bench variants``: the rows of a compare table trained side by side, update by update."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from csan.bench_nmt import main, run_variant_bench
+from csan.errors import CsanError
+
+EAGER = ["train.compile=false", "train.cpu_bf16=false"]
+
+
+def test_rows_share_batches_and_report_relative_speed(small_overrides: list[str]) -> None:
+    rows = run_variant_bench(
+        "tiny",
+        variants=["vanilla", "csan1d", "rel_pos"],
+        steps=3,
+        warmup=1,
+        overrides=[*small_overrides, *EAGER],
+    )
+    assert [r["variant"] for r in rows] == ["vanilla", "csan1d", "rel_pos"]
+    assert rows[0]["relative_speed"] == 1.0
+    assert all(r["steps"] == 3 for r in rows)
+    assert rows[1]["added_params"] == 0  # csan1d reuses the vanilla projections
+    assert rows[2]["added_params"] > 0  # rel_pos: its relative embeddings
+    for r in rows:
+        assert 0 < r["q1_step_ms"] <= r["median_step_ms"] <= r["q3_step_ms"]
+        assert r["steps_per_s"] == pytest.approx(1000 / r["median_step_ms"], rel=0.01)
+
+
+def test_too_many_steps_for_one_epoch_is_a_clear_error(small_overrides: list[str]) -> None:
+    with pytest.raises(CsanError, match="fewer than warmup"):
+        run_variant_bench(
+            "tiny", variants=["vanilla"], steps=10_000, overrides=[*small_overrides, *EAGER]
+        )
+
+
+def test_cli_writes_table_and_machine(small_overrides: list[str], tmp_path: Path) -> None:
+    sets = [x for o in [*small_overrides, *EAGER] for x in ("--set", o)]
+    argv = ["variants", "--config", "tiny", "--variants", "vanilla,convs2s", "--steps", "2"]
+    assert main([*argv, "--warmup", "0", *sets, "--out", str(tmp_path)]) == 0
+    (md,) = tmp_path.glob("variants-tiny-cpu-*.md")
+    payload = json.loads(md.with_suffix(".json").read_text())
+    assert payload["config"] == "tiny" and "machine" in payload
+    assert [r["variant"] for r in payload["rows"]] == ["vanilla", "convs2s"]
+    assert payload["rows"][1]["params"] != payload["rows"][0]["params"]
+    assert "| convs2s |" in md.read_text()
