@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
+from csan.functional import attention_mask, masked_softmax
+
 __all__ = ["SelfAttention", "merge_heads", "split_heads"]
 
 
@@ -102,6 +104,26 @@ class SelfAttention(nn.Module):
         raise ``NotImplementedError`` naming themselves.
         """
         raise NotImplementedError(f"attention {self.name!r} does not expose its attention weights")
+
+    def dot_product_weights(
+        self, q: Tensor, k: Tensor, key_padding_mask: Tensor | None, bias: Tensor | None = None
+    ) -> Tensor:
+        """``softmax(q k^T / sqrt(d_h) + bias)`` over the allowed keys (padding, causal), no dropout.
+
+        q (batch, heads, t_q, d_h), k (batch, heads, t_k, d_h) -> (batch, heads, t_q, t_k); causal
+        queries are the last ``t_q`` positions. The common body of :meth:`attention_weights`.
+        """
+        scores = q @ k.transpose(-1, -2) / self.head_dim**0.5
+        if bias is not None:
+            scores = scores + bias
+        allowed = attention_mask(
+            q.size(2),
+            k.size(2),
+            key_padding_mask=key_padding_mask,
+            causal=self.causal,
+            device=q.device,
+        )
+        return masked_softmax(scores, allowed)
 
     def forward(  # pragma: no cover - abstract
         self,

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register
-from csan.functional import masked_attention
+from csan.functional import masked_attention, masked_softmax
 
 __all__ = ["BlockSelfAttention"]
 
@@ -66,6 +66,18 @@ class BlockSelfAttention(SelfAttention):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, block_size={self.block_size}"
+
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """The intra-block softmax weights (step 1) as (batch, heads, time, time), no dropout.
+
+        Zero outside each token's own block; the attention among block summaries (step 3) is over
+        blocks, not tokens, and is not part of this map.
+        """
+        q, k, _ = self.project(x)  # (batch, heads, time, d_h)
+        block = torch.arange(x.size(1), device=x.device) // self.block_size  # blk(i), (time,)
+        same = block[:, None] == block[None, :]  # (time, time)
+        allowed = same if key_padding_mask is None else same & ~key_padding_mask[:, None, None, :]
+        return masked_softmax(q @ k.transpose(-1, -2) / self.head_dim**0.5, allowed)
 
     def forward(
         self,

@@ -78,6 +78,11 @@ class ConvThenAttention(SelfAttention):
             x = x + F.relu(conv(h.transpose(1, 2)).transpose(1, 2))
         return x
 
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, time, time) of the attention over the convolved ``c^L``."""
+        q, k, _ = self.project(self.convolve(x, key_padding_mask))  # (batch, heads, time, d_h)
+        return self.dot_product_weights(q, k, key_padding_mask)
+
     def forward(
         self,
         x: Tensor,

@@ -113,16 +113,7 @@ class ContextAwareSelfAttention(SelfAttention):
         self.check_state(state)
         if state is not None:
             key_padding_mask = None  # decoded positions are never padding
-        # part -> (batch, time or 1, width)
-        contexts = self._contexts(x, key_padding_mask, history, state)
-        q, k, v = self.qkv(x).chunk(3, dim=-1)  # (batch, time, d_model) each
-        cq = sum(self.u_q[p](c) for p, c in contexts.items())  # C U_Q, (batch, time|1, d_model)
-        ck = sum(self.u_k[p](c) for p, c in contexts.items())
-        lq = torch.sigmoid(self.gate_q_h(q) + self.gate_q_c(cq))  # (batch, time, 1)
-        lk = torch.sigmoid(self.gate_k_h(k) + self.gate_k_c(ck))
-        q = (1 - lq) * q + lq * cq
-        k = (1 - lk) * k + lk * ck
-        q, k, v = (split_heads(z, self.heads) for z in (q, k, v))  # (batch, heads, time, d_h)
+        q, k, v = self.project_with_context(x, key_padding_mask, history, state)
         if state is not None:
             k, v = append_state(state, k, v)
         allowed = attention_mask(
@@ -134,6 +125,39 @@ class ContextAwareSelfAttention(SelfAttention):
         )
         out = masked_attention(q, k, v, allowed, dropout_p=self.attn_dropout)
         return self.out_proj(merge_heads(out))
+
+    def attention_weights(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        *,
+        history: list[Tensor] | None = None,
+    ) -> Tensor:
+        """Softmax weights (batch, heads, time, time) of the context-gated queries and keys, no dropout.
+
+        The deep contexts need the layer's ``history`` as :meth:`forward` does.
+        """
+        q, k, _ = self.project_with_context(x, key_padding_mask, history, None)
+        return self.dot_product_weights(q, k, key_padding_mask)
+
+    def project_with_context(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None,
+        history: list[Tensor] | None,
+        state: dict[str, Any] | None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Q^, K^ (gated with the context) and V, each (batch, heads, time, d_h)."""
+        # part -> (batch, time or 1, width)
+        contexts = self._contexts(x, key_padding_mask, history, state)
+        q, k, v = self.qkv(x).chunk(3, dim=-1)  # (batch, time, d_model) each
+        cq = sum(self.u_q[p](c) for p, c in contexts.items())  # C U_Q, (batch, time|1, d_model)
+        ck = sum(self.u_k[p](c) for p, c in contexts.items())
+        lq = torch.sigmoid(self.gate_q_h(q) + self.gate_q_c(cq))  # (batch, time, 1)
+        lk = torch.sigmoid(self.gate_k_h(k) + self.gate_k_c(ck))
+        q = (1 - lq) * q + lq * cq
+        k = (1 - lk) * k + lk * ck
+        return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
 
     def _contexts(
         self,

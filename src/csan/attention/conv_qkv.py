@@ -166,6 +166,13 @@ class ConvQKVSelfAttention(SelfAttention):
         q, k, v = (conv(x, left) for conv in (self.q_conv, self.k_conv, self.v_conv))
         return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
 
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, time, time) between the convolved queries and keys."""
+        if key_padding_mask is not None:
+            x = x.masked_fill(key_padding_mask[..., None], 0.0)  # as forward: padding reads as zero
+        q, k, _ = self.project(x)  # (batch, heads, time, d_h)
+        return self.dot_product_weights(q, k, key_padding_mask)
+
     def forward(
         self,
         x: Tensor,

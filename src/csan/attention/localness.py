@@ -83,6 +83,10 @@ class _GaussianLocalness(SelfAttention):
         self.u_d = nn.Linear(d_model, heads, bias=False) if self.predicts_window else None
         self.fixed_window: float | None = None
 
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, time, time) with the Gaussian bias, no dropout (float32)."""
+        return self._weights_and_values(x, key_padding_mask, dropout_p=0.0)[0]
+
     def forward(
         self,
         x: Tensor,
@@ -92,6 +96,13 @@ class _GaussianLocalness(SelfAttention):
         history: list[Tensor] | None = None,
     ) -> Tensor:
         self.check_state(state)
+        weights, v = self._weights_and_values(x, key_padding_mask, dropout_p=self.attn_dropout)
+        return self.out_proj(merge_heads(weights.to(v.dtype) @ v))
+
+    def _weights_and_values(
+        self, x: Tensor, key_padding_mask: Tensor | None, *, dropout_p: float
+    ) -> tuple[Tensor, Tensor]:
+        """``a_ij = softmax_j(e_ij + G_ij)`` (batch, heads, time, time) and v (batch, heads, time, d_h)."""
         b, t, _ = x.shape
         q_full, k_full, v_full = self.qkv(x).chunk(3, dim=-1)  # (batch, time, d_model) each
         hidden = torch.tanh(self.w_p(q_full))  # (batch, time, d_model)
@@ -111,8 +122,7 @@ class _GaussianLocalness(SelfAttention):
         q, k, v = (split_heads(z, self.heads) for z in (q_full, k_full, v_full))  # (b, h, t, d_h)
         scores = q @ k.transpose(-1, -2) / self.head_dim**0.5 + gaussian_bias(centre, width)
         allowed = attention_mask(t, t, key_padding_mask=key_padding_mask, device=x.device)
-        weights = masked_softmax(scores, allowed, dropout_p=self.attn_dropout).to(v.dtype)
-        return self.out_proj(merge_heads(weights @ v))
+        return masked_softmax(scores, allowed, dropout_p=dropout_p), v
 
 
 @register("neighbor")

@@ -71,6 +71,20 @@ class RelativePositionSelfAttention(SelfAttention):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, max_relative={self.max_relative}"
 
+    def relative_scores(self, q: Tensor, t_k: int) -> tuple[Tensor, Tensor]:
+        """``q_i . aK_{r_ij}`` (batch, heads, t_q, t_k) and the buckets ``r_ij + K`` it used (same shape)."""
+        b, h, t_q, _ = q.shape
+        buckets = relative_buckets(t_q, t_k, self.max_relative, q.device)
+        buckets = buckets.expand(b, h, t_q, t_k)  # (batch, heads, t_q, t_k)
+        # q_i . aK_r for every bucket r, then picked per (i, j): (batch, heads, t_q, 2K+1) -> (.., t_k)
+        return (q @ self.rel_k.T).gather(-1, buckets), buckets
+
+    def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, time, time) with the relative key embeddings, no dropout."""
+        q, k, _ = self.project(x)  # (batch, heads, time, d_h)
+        rel_scores, _ = self.relative_scores(q, k.size(2))
+        return self.dot_product_weights(q, k, key_padding_mask, rel_scores / self.head_dim**0.5)
+
     def forward(
         self,
         x: Tensor,
@@ -86,10 +100,7 @@ class RelativePositionSelfAttention(SelfAttention):
             key_padding_mask = None
         b, h, t_q, _ = q.shape
         t_k = k.size(2)
-        buckets = relative_buckets(t_q, t_k, self.max_relative, x.device)
-        buckets = buckets.expand(b, h, t_q, t_k)  # (batch, heads, t_q, t_k)
-        # q_i . aK_r for every bucket r, then picked per (i, j): (batch, heads, t_q, 2K+1) -> (.., t_k)
-        rel_scores = (q @ self.rel_k.T).gather(-1, buckets)
+        rel_scores, buckets = self.relative_scores(q, t_k)
         scores = (q @ k.transpose(-1, -2) + rel_scores) / self.head_dim**0.5
         allowed = attention_mask(
             t_q, t_k, key_padding_mask=key_padding_mask, causal=self.causal, device=x.device

@@ -9,7 +9,6 @@ from torch import Tensor, nn
 
 from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register, register_cross
-from csan.functional import attention_mask, masked_softmax
 from csan.kernels.sdpa import sdpa
 
 __all__ = ["CrossAttention", "VanillaSelfAttention", "append_state"]
@@ -38,12 +37,7 @@ class VanillaSelfAttention(SelfAttention):
     def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         """Softmax weights (batch, heads, time, time) over the allowed keys (causal, padding), no dropout."""
         q, k, _ = self.project(x)  # (batch, heads, time, d_h)
-        t = x.size(1)
-        scores = q @ k.transpose(-1, -2) / self.head_dim**0.5  # (batch, heads, time, time)
-        allowed = attention_mask(
-            t, t, key_padding_mask=key_padding_mask, causal=self.causal, device=x.device
-        )
-        return masked_softmax(scores, allowed)
+        return self.dot_product_weights(q, k, key_padding_mask)
 
     def forward(
         self,

@@ -62,6 +62,8 @@ def _describe(module: Any) -> str:
         parts.append(f"M={module.window}")
     if getattr(module, "head_window", 1) > 1:
         parts.append(f"N={module.head_window}")
+    if isinstance(getattr(module, "context", None), str):
+        parts.append(f"{module.context} context")
     return name + (f" ({', '.join(parts)})" if parts else "")
 
 
@@ -92,10 +94,12 @@ def sentence_attention(
     src = torch.tensor([[*src_ids, model.eos_id]], device=device)
     captured: dict[str, Any] = {}
 
-    def grab(_module: Any, args: tuple[Any, ...]) -> None:
+    def grab(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         captured["x"], captured["pad"] = args[0], args[1] if len(args) > 1 else None
+        history = kwargs.get("history")  # the model appends to this list after the layer: copy it
+        captured["history"] = None if history is None else list(history)
 
-    handle = module.register_forward_pre_hook(grab)
+    handle = module.register_forward_pre_hook(grab, with_kwargs=True)
     try:
         if side == "encoder":
             model.encode(src)
@@ -110,9 +114,11 @@ def sentence_attention(
             queries = keys = [spm.id_to_piece(i) for i in tgt_in[0].tolist()]
     finally:
         handle.remove()
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if getattr(module, "head_window", 1) > 1 and not sum_key_heads:
         kwargs["per_key_head"] = True
+    if module.uses_history:
+        kwargs["history"] = captured["history"]
     try:
         weights = module.attention_weights(captured["x"], captured["pad"], **kwargs)
     except NotImplementedError as e:
