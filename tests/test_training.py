@@ -110,6 +110,9 @@ def test_resumed_run_continues_exactly_like_an_uninterrupted_one(
     assert whole.steps == 2 * n
 
     a, b = metrics(resumed), metrics(straight)
+    (marker,) = [r for r in a if r["kind"] == "resume"]  # where the second process started
+    assert marker["step"] == n and marker["train_seconds"] > 0
+    assert not [r for r in b if r["kind"] == "resume"]
     assert [r["step"] for r in a if r["kind"] == "train"] == list(range(1, 2 * n + 1))
     epochs = [r["epoch"] for r in b if r["kind"] == "train"]  # completed epochs, fractional
     assert min(epochs) < 1 < max(epochs)  # an epoch boundary is crossed

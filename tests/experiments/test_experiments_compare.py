@@ -164,6 +164,17 @@ def test_steady_speed_skips_the_first_epoch() -> None:
     assert steady_speed([]) is None
 
 
+def test_steady_speed_leaves_out_the_restart_of_a_resumed_run() -> None:
+    def line(step: int, seconds: float) -> dict:
+        return {"kind": "train", "step": step, "epoch": step / 100, "train_seconds": seconds}
+
+    # 1 step/s before and after a resume at step 160; 150 -> 200 holds a 300 s recompilation
+    resume = {"kind": "resume", "step": 160, "epoch": 1.6, "train_seconds": 360.0}
+    records = [line(100, 300.0), line(150, 350.0), resume, line(200, 690.0), line(300, 790.0)]
+    assert steady_speed(records) == pytest.approx(1.0)
+    assert steady_speed([r for r in records if r is not resume]) < 0.5  # what it would be without
+
+
 def test_tagged_tables_share_the_folder_and_its_runs(tmp_path: Path, fake_train) -> None:
     run_compare(
         "tiny", ["vanilla", "csan1d"], [1], tmp_path, train_fn=fake_train, say=lambda _: None

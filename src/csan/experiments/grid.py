@@ -161,26 +161,33 @@ def steady_speed(records: list[dict[str, Any]]) -> float | None:
     """Training steps per second after the first epoch, from ``metrics.jsonl`` records.
 
     The first epoch holds ``torch.compile``'s compilation (minutes on a CPU, and different for every
-    architecture) and the allocator's warm-up; the steady rate is measured from the first training log
-    line at or past epoch 1 to the last one, over training time (validation excluded). None when fewer
-    than two such lines exist.
+    architecture) and the allocator's warm-up; the steady rate is measured over the intervals between
+    consecutive training log lines at or past epoch 1, over training time (validation excluded). An
+    interval across a ``resume`` record is left out: it holds the restart and a new compilation. None
+    when no interval remains.
 
     Example:
         >>> lines = [{"kind": "train", "step": s, "epoch": s / 100, "train_seconds": t}
         ...          for s, t in [(50, 90.0), (150, 140.0), (250, 190.0)]]
         >>> steady_speed(lines)
         2.0
+        >>> resumed = {"kind": "resume", "step": 160, "epoch": 1.6, "train_seconds": 145.0}
+        >>> later = [{"kind": "train", "step": s, "epoch": s / 100, "train_seconds": t}
+        ...          for s, t in [(250, 400.0), (350, 450.0)]]
+        >>> steady_speed([*lines[:2], resumed, *later])  # 150->250 (restart) is not counted
+        2.0
     """
-    later = [
-        r
-        for r in records
-        if r.get("kind") == "train" and "train_seconds" in r and r.get("epoch", 0) >= 1.0
-    ]
-    if len(later) < 2:
-        return None
-    first, last = later[0], later[-1]
-    seconds = last["train_seconds"] - first["train_seconds"]
-    return (last["step"] - first["step"]) / seconds if seconds > 0 else None
+    steps = seconds = 0.0
+    previous: dict[str, Any] | None = None
+    for r in records:
+        if r.get("kind") == "resume":
+            previous = None
+        elif r.get("kind") == "train" and "train_seconds" in r and r.get("epoch", 0) >= 1.0:
+            if previous is not None:
+                steps += r["step"] - previous["step"]
+                seconds += r["train_seconds"] - previous["train_seconds"]
+            previous = r
+    return steps / seconds if seconds > 0 else None
 
 
 def _count_params(run_dir: Path) -> int | None:

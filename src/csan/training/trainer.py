@@ -194,7 +194,8 @@ class Trainer:
         (every ``train.log_every`` steps) adds ``loss`` and ``nll`` (bits per target token, the
         token-weighted mean over the steps since the previous line of this epoch and process), ``lr``,
         ``tokens_per_s`` and ``train_seconds``; ``kind == "valid"`` adds ``loss`` (bits per token),
-        ``accuracy`` and, with ``train.valid_bleu``, ``bleu``.
+        ``accuracy`` and, with ``train.valid_bleu``, ``bleu``; ``kind == "resume"`` marks where a resumed
+        run started again (``train_seconds`` so far).
         """
         if not self.is_main:
             return
@@ -390,6 +391,10 @@ class Trainer:
                 )
             with StopRequest() as stop:
                 stop_reason = self.stop_vote(stop)
+                if stop_reason is None and self.step > 0:
+                    # resumed: the next interval holds start-up and compilation again
+                    record = {"kind": "resume", "step": self.step, "epoch": self.epochs_done}
+                    self.log_metrics({**record, "train_seconds": round(self.train_seconds, 1)})
                 while stop_reason is None:
                     stop_reason = self._run_epoch(self.data.sampler, stop)
                 self.save_checkpoint()  # a second signal would interrupt this, atomically
