@@ -12,7 +12,13 @@ import pytest
 from csan.cli import main
 from csan.config import load_config
 from csan.errors import CsanError
-from csan.experiments.compare import CSV_COLUMNS, run_compare, summarize
+from csan.experiments.compare import (
+    CSV_COLUMNS,
+    VariantSummary,
+    context_grid,
+    run_compare,
+    summarize,
+)
 from csan.experiments.grid import RunRecord, run_grid, steady_speed
 from csan.experiments.variants import resolve_variants
 from csan.training.trainer import train
@@ -197,6 +203,35 @@ def test_tagged_tables_share_the_folder_and_its_runs(tmp_path: Path, fake_train)
         assert (tmp_path / name).is_file()
     with pytest.raises(CsanError, match="--tag 'a/b'"):
         run_compare("tiny", ["vanilla"], [1], tmp_path, train_fn=fake_train, tag="a/b")
+
+
+def test_context_table_has_the_side_by_vector_grid(tmp_path: Path, fake_train) -> None:
+    specs = ["vanilla", "context-global-enc", "context-deep-both"]
+    run_compare("tiny", specs, [1], tmp_path, train_fn=fake_train, say=lambda _: None, tag="ctx")
+    text = (tmp_path / "table-ctx.md").read_text()
+    assert "| Applied to | global | deep | deep_global | deep_global+deep |" in text
+    assert "| decoder | — | — | — | — |" in text  # the fake trainer scores no test set
+    run_compare(
+        "tiny", ["vanilla", "csan1d"], [1], tmp_path, train_fn=fake_train, say=lambda _: None
+    )
+    assert "Applied to" not in (tmp_path / "table.md").read_text()  # no context rows, no grid
+
+
+def test_context_grid_cells() -> None:
+    def row(name: str, bleu: float | None, delta: float | None) -> VariantSummary:
+        return VariantSummary(name, 1, 0, [], 1, 0, 1.0, 1.0, bleu, None, delta, None, None, [])
+
+    rows = [
+        row("vanilla", 25.0, 0.0),
+        row("context-global-enc", 25.5, 0.5),
+        row("context-deep_global+deep-both", 24.25, -0.75),
+        row("context-deep-dec", None, None),  # its run failed
+    ]
+    lines = context_grid(rows)
+    assert lines[2] == "| encoder | 25.50 (+0.50) | — | — | — |"
+    assert lines[3] == "| decoder | — | — | — | — |"
+    assert lines[4] == "| encoder and decoder | — | — | — | 24.25 (-0.75) |"
+    assert context_grid(rows[:1]) == []
 
 
 def test_cli_compare_rejects_bad_seeds(capsys) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "BOOTSTRAP_SAMPLES",
     "CSV_COLUMNS",
     "VariantSummary",
+    "context_grid",
     "read_references",
     "run_compare",
     "summarize",
@@ -286,6 +287,39 @@ def table_rows(rows: Sequence[VariantSummary]) -> list[str]:
     return lines
 
 
+def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
+    """The context-aware rows (``context-<vector>-<side>``) as the AAAI paper lays them out.
+
+    Rows: where the context is applied (encoder, decoder, both); columns: the context vectors; cells:
+    BLEU mean (Δ to the baseline). No lines when the table has no context rows.
+
+    Example:
+        >>> row = VariantSummary("context-deep-enc", 1, 0, [], None, None, None, None, 27.5, None,
+        ...                      0.5, None, None, [])
+        >>> context_grid([row])[2]
+        '| encoder | — | 27.50 (+0.50) | — | — |'
+    """
+    from csan.experiments.variants import CONTEXT_SIDES, CONTEXT_VECTORS
+
+    by_name = {r.variant: r for r in rows}
+    if not any(f"context-{v}-{s}" in by_name for v in CONTEXT_VECTORS for s in CONTEXT_SIDES):
+        return []
+    lines = [
+        "| Applied to | " + " | ".join(CONTEXT_VECTORS) + " |",
+        "|---|" + "---:|" * len(CONTEXT_VECTORS),
+    ]
+    for side, where in CONTEXT_SIDES.items():
+        cells = []
+        for vector in CONTEXT_VECTORS:
+            row = by_name.get(f"context-{vector}-{side}")
+            if row is None or row.bleu_mean is None:
+                cells.append("—")
+            else:
+                cells.append(f"{row.bleu_mean:.2f} ({_num(row.bleu_delta, '.2f', signed=True)})")
+        lines.append(f"| {where} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_table_md(
     path: Path,
     rows: Sequence[VariantSummary],
@@ -293,12 +327,21 @@ def write_table_md(
     title: str,
     notes: Sequence[str] = (),
 ) -> None:
-    """``table.md``: a title, the table, then how to read it."""
+    """``table.md``: a title, the table (and the context grid, if any), then how to read it."""
     base = rows[0].variant if rows else "-"
+    grid = context_grid(rows)
+    if grid:
+        grid = [
+            "",
+            f"Test BLEU (Δ to `{base}`) by where the context is applied and its vector:",
+            "",
+            *grid,
+        ]
     text = [
         f"# {title}",
         "",
         *table_rows(rows),
+        *grid,
         "",
         f"- Baseline: `{base}` (the first variant). Added: parameters over it. Speed: training steps "
         "per second of training time after the first epoch (so without torch.compile's compilation; "
