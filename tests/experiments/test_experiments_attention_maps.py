@@ -144,23 +144,25 @@ def test_variants_without_weights_say_so() -> None:
         Opaque(d_model=16, heads=4).attention_weights(torch.randn(1, 3, 16))
 
 
-@pytest.fixture(scope="module")
-def csan_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An untrained tiny model, encoder layer 0 csan1d (M=3), layer 1 csan2d (M=3, N=3)."""
+def untrained_model_dir(folder: Path, overrides: list[str]) -> Path:
+    """An untrained ``tiny`` model with ``overrides``, saved in ``folder`` (a 300-piece vocabulary)."""
     text = ["a dog runs on the grass .", "ein Hund läuft auf dem Gras .", "two men play ."] * 20
     spm = SubwordModel.train(text, vocab_size=300)
-    cfg = load_config(
-        "tiny",
-        [
-            "model.encoder_attention=csan1d,csan2d",
-            "model.attention_options.csan1d.window=3",
-            "model.attention_options.csan2d.window=3",
-        ],
-    )
+    cfg = load_config("tiny", overrides)
     torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("csan-model")
     save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
     return folder
+
+
+@pytest.fixture(scope="module")
+def csan_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Encoder layer 0 csan1d (M=3), layer 1 csan2d (M=3, N=3)."""
+    overrides = [
+        "model.encoder_attention=csan1d,csan2d",
+        "model.attention_options.csan1d.window=3",
+        "model.attention_options.csan2d.window=3",
+    ]
+    return untrained_model_dir(tmp_path_factory.mktemp("csan-model"), overrides)
 
 
 def test_sentence_attention_shows_the_window(csan_model_dir: Path, tmp_path: Path) -> None:
@@ -182,18 +184,12 @@ def test_sentence_attention_shows_the_window(csan_model_dir: Path, tmp_path: Pat
 
 
 def test_sentence_attention_passes_the_history_to_deep_context(tmp_path: Path) -> None:
-    text = ["a dog runs on the grass .", "ein Hund läuft auf dem Gras .", "two men play ."] * 20
-    spm = SubwordModel.train(text, vocab_size=300)
-    cfg = load_config(
-        "tiny",
-        [
-            "model.encoder_attention=context",
-            "model.decoder_attention=context",
-            "model.attention_options.context.context=deep_global+deep",
-        ],
-    )
-    torch.manual_seed(0)
-    save_model_dir(tmp_path, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+    overrides = [
+        "model.encoder_attention=context",
+        "model.decoder_attention=context",
+        "model.attention_options.context.context=deep_global+deep",
+    ]
+    untrained_model_dir(tmp_path, overrides)
     loaded = load_model_dir(tmp_path)
     for side, target in (("encoder", None), ("decoder", "ein Hund")):
         amap = sentence_attention(loaded, "a dog runs .", layer=1, side=side, target=target)

@@ -116,14 +116,20 @@ class SelfAttention(nn.Module):
         scores = q @ k.transpose(-1, -2) / self.head_dim**0.5
         if bias is not None:
             scores = scores + bias
-        allowed = attention_mask(
+        return masked_softmax(scores, self.allowed_keys(q, k, key_padding_mask))
+
+    def allowed_keys(self, q: Tensor, k: Tensor, key_padding_mask: Tensor | None) -> Tensor | None:
+        """Bool (batch or 1, 1, t_q, t_k): the keys each query may read (padding, causal); None: all.
+
+        Causal queries are the last ``t_q`` positions (incremental decoding).
+        """
+        return attention_mask(
             q.size(2),
             k.size(2),
             key_padding_mask=key_padding_mask,
             causal=self.causal,
             device=q.device,
         )
-        return masked_softmax(scores, allowed)
 
     def forward(  # pragma: no cover - abstract
         self,

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register
 from csan.attention.vanilla import append_state
-from csan.functional import attention_mask, masked_attention
+from csan.functional import masked_attention
 
 __all__ = ["CONTEXTS", "ContextAwareSelfAttention"]
 
@@ -116,13 +116,7 @@ class ContextAwareSelfAttention(SelfAttention):
         q, k, v = self.project_with_context(x, key_padding_mask, history, state)
         if state is not None:
             k, v = append_state(state, k, v)
-        allowed = attention_mask(
-            q.size(2),
-            k.size(2),
-            key_padding_mask=key_padding_mask,
-            causal=self.causal,
-            device=x.device,
-        )
+        allowed = self.allowed_keys(q, k, key_padding_mask)
         out = masked_attention(q, k, v, allowed, dropout_p=self.attn_dropout)
         return self.out_proj(merge_heads(out))
 

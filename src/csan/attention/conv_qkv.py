@@ -189,13 +189,7 @@ class ConvQKVSelfAttention(SelfAttention):
         q, k, v = self.project(x, state)  # (batch, heads, time, d_h)
         if state is not None:
             k, v = append_state(state, k, v)
-        allowed = attention_mask(
-            q.size(2),
-            k.size(2),
-            key_padding_mask=key_padding_mask,
-            causal=self.causal,
-            device=x.device,
-        )
+        allowed = self.allowed_keys(q, k, key_padding_mask)
         out = masked_attention(q, k, v, allowed, dropout_p=self.attn_dropout)
         return self.out_proj(merge_heads(out))
 
