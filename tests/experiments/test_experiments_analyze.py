@@ -79,10 +79,12 @@ def test_convergence_table_from_metrics(tmp_path: Path) -> None:
     assert mid.epochs_to(0.95) == 1.5 and mid.per_epoch() == {1: 0.7, 2: 0.95}
     md, csv_file, png = write_convergence(runs, tmp_path / "out")
     text = md.read_text()
-    assert "| run | to 0.90 | to 0.95 | ep 1 | ep 2 | ep 3 |" in text
-    assert "| vanilla-seed1 | 3 | not reached | 0.7000 | 0.8500 | 0.9100 |" in text
-    assert "| mid | 1.5 | 1.5 | 0.7000 | 0.9500 | — |" in text
-    assert csv_file.read_text().startswith("run,to 0.90,to 0.95,ep 1")
+    assert "| run | to 0.90 | ≈ to 0.90 | to 0.95 | ≈ to 0.95 | ep 1 | ep 2 | ep 3 |" in text
+    # 0.85 at epoch 2, 0.91 at 3: 0.90 is crossed at 2 + 0.05 / 0.06
+    row = "| vanilla-seed1 | 3 | 2.83 | not reached | not reached | 0.7000 | 0.8500 | 0.9100 |"
+    assert row in text
+    assert "| mid | 1.5 | 1.40 | 1.5 | 1.50 | 0.7000 | 0.9500 | — |" in text
+    assert csv_file.read_text().startswith("run,to 0.90,≈ to 0.90,to 0.95,≈ to 0.95,ep 1")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -92,8 +94,11 @@ def test_convergence_thresholds_relative_to_a_run(tmp_path: Path) -> None:
     runs = convergence_runs({"vanilla": base, "conv": conv})
     md = write_convergence(runs, tmp_path / "out", relative_to="vanilla")[0].read_text()
     # 0.90 x 0.50 = 0.45 and 0.95 x 0.50 = 0.475
-    assert "| run | to 0.90×vanilla (0.4500) | to 0.95×vanilla (0.4750) |" in md
-    assert "| vanilla | 2 | 3 |" in md and "| conv | 1 | 2 |" in md
+    head = (
+        "| run | to 0.90×vanilla (0.4500) | ≈ to 0.90×vanilla (0.4500) | to 0.95×vanilla (0.4750) |"
+    )
+    assert head in md
+    assert "| vanilla | 2 | 2.00 | 3 | 2.50 |" in md and "| conv | 1 | 1.00 | 2 | 1.75 |" in md
     with pytest.raises(CsanError, match="--relative-to 'base': no such run"):
         write_convergence(runs, tmp_path / "out", relative_to="base")
 

@@ -7,7 +7,8 @@ order n (:func:`csan.evaluation.analysis.ngram_analysis`) as gaps to the baselin
 **convergence** (:func:`convergence_runs`): from each run's ``metrics.jsonl``, the validation token
 accuracy (teacher forcing) per epoch, and the epochs needed to reach 0.90 / 0.95: the ``epoch`` of the
 first validation at or above the threshold (fractional when validating inside an epoch), or "not
-reached". The accuracy shown for epoch ``k`` is the last validation with ``k - 1 < epoch <= k``.
+reached", and the crossing interpolated linearly between the validations around it (runs validated only
+once an epoch otherwise tie at whole epochs). The accuracy shown for epoch ``k`` is the last validation with ``k - 1 < epoch <= k``.
 With ``relative_to`` (``--relative-to NAME``) the thresholds are fractions of that run's best validation
 accuracy (a short run on a small corpus never reaches 0.90 token accuracy in absolute terms).
 ``convergence.md``, ``convergence.csv``, ``convergence.png``.
@@ -120,6 +121,23 @@ class ConvergenceRun:
         """The epoch of the first validation with accuracy >= ``threshold`` (None: not reached)."""
         return next((e for e, acc in self.points if acc >= threshold), None)
 
+    def interpolated_epochs_to(self, threshold: float) -> float | None:
+        """Where the curve crosses ``threshold``, linear between the two validations around it.
+
+        Example:
+            >>> ConvergenceRun("a", [(1.0, 0.2), (2.0, 0.4), (3.0, 0.6)]).interpolated_epochs_to(0.5)
+            2.5
+        """
+        previous: tuple[float, float] | None = None
+        for epoch, acc in self.points:
+            if acc >= threshold:
+                if previous is None:
+                    return epoch
+                e0, a0 = previous
+                return e0 + (threshold - a0) / (acc - a0) * (epoch - e0)
+            previous = (epoch, acc)
+        return None
+
     def per_epoch(self) -> dict[int, float]:
         """Epoch ``k`` -> accuracy of the last validation with ``k - 1 < epoch <= k``."""
         out: dict[int, float] = {}
@@ -173,10 +191,10 @@ def convergence_runs(runs: Mapping[str, Path]) -> list[ConvergenceRun]:
     return out
 
 
-def _epochs(value: float | None) -> str:
+def _epochs(value: float | None, digits: int | None = None) -> str:
     if value is None:
         return "not reached"
-    return f"{value:g}"
+    return f"{value:g}" if digits is None else f"{value:.{digits}f}"
 
 
 def write_convergence(
@@ -194,7 +212,7 @@ def write_convergence(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    labels = [f"to {t:.2f}" for t in thresholds]
+    names = [f"{t:.2f}" for t in thresholds]
     note = ""
     if relative_to is not None:
         base = next((r for r in runs if r.name == relative_to), None)
@@ -202,13 +220,14 @@ def write_convergence(
             names = ", ".join(r.name for r in runs)
             raise CsanError(f"--relative-to {relative_to!r}: no such run (runs: {names})")
         best = max(acc for _, acc in base.points)
-        labels = [f"to {t:.2f}×{relative_to} ({t * best:.4f})" for t in thresholds]
+        names = [f"{t:.2f}×{relative_to} ({t * best:.4f})" for t in thresholds]
         thresholds = [t * best for t in thresholds]
         note = (
             f" Thresholds relative to the best validation accuracy of {relative_to} ({best:.4f})."
         )
     n_epochs = max((max(r.per_epoch(), default=0) for r in runs), default=0)
     epochs = list(range(1, n_epochs + 1))
+    labels = [label for name in names for label in (f"to {name}", f"≈ to {name}")]
     head = ["run", *labels, *(f"ep {k}" for k in epochs)]
     lines = [
         "# Validation token accuracy per epoch (teacher forcing)",
@@ -221,15 +240,20 @@ def write_convergence(
         per_epoch = run.per_epoch()
         cells = [
             run.name,
-            *(_epochs(run.epochs_to(t)) for t in thresholds),
+            *(
+                cell
+                for t in thresholds
+                for cell in (_epochs(run.epochs_to(t)), _epochs(run.interpolated_epochs_to(t), 2))
+            ),
             *(f"{per_epoch[k]:.4f}" if k in per_epoch else "—" for k in epochs),
         ]
         rows.append(cells)
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "to t: the epoch of the first validation whose accuracy reached t. ep k: the last "
-        "validation inside epoch k." + note,
+        "to t: the epoch of the first validation whose accuracy reached t; ≈ to t: where the "
+        "curve crosses t, linear between the validations before and after it (an estimate "
+        "between measured points). ep k: the last validation inside epoch k." + note,
         "",
     ]
     (out / "convergence.md").write_text("\n".join(lines), encoding="utf-8")
