@@ -47,7 +47,17 @@ PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``.
+
+    Readers see the old file or the new one, never a part; a failed write leaves the old file.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "LAST"
+        >>> atomic_write_text(path, "step_00000010\\n")
+        >>> path.read_text()
+        'step_00000010\\n'
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -73,7 +83,15 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_folder_atomically(final: Path, fill) -> None:
-    """Create ``final`` by calling ``fill(tmp_dir)`` on a temporary sibling, then renaming it."""
+    """Create ``final`` by calling ``fill(tmp_dir)`` on a temporary sibling, then renaming it.
+
+    Example:
+        >>> import tempfile
+        >>> final = Path(tempfile.mkdtemp()) / "step_00000001"
+        >>> write_folder_atomically(final, lambda tmp: (tmp / "a.txt").write_text("a"))
+        >>> sorted(p.name for p in final.iterdir())
+        ['a.txt']
+    """
     final = Path(final)
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
     if tmp.exists():
@@ -100,7 +118,25 @@ def write_folder_atomically(final: Path, fill) -> None:
 def save_model_dir(
     folder: Path, model: nn.Module, cfg: Config, spm_bytes: bytes, **meta: Any
 ) -> None:
-    """Fill ``folder`` (which must exist) with a self-contained model: weights, config, subwords."""
+    """Fill ``folder`` (which must exist) with a self-contained model: weights, config, subwords.
+
+    Weights go to ``model.safetensors`` (never a pickle), the config and ``meta`` to ``config.json``,
+    the SentencePiece model to ``spm.model``; :func:`load_model_dir` reads it back.
+
+    Example:
+        >>> import tempfile
+        >>> from csan.config import load_config
+        >>> from csan.data import SubwordModel
+        >>> from csan.models import build_model
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund läuft ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny")
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes(), step=0)
+        >>> sorted(p.name for p in folder.iterdir())
+        ['config.json', 'model.safetensors', 'spm.model']
+        >>> load_model_dir(folder).meta["step"]
+        0
+    """
     folder = Path(folder)
     save_model(model, str(folder / "model.safetensors"))
     info = {
@@ -125,7 +161,15 @@ class LoadedModel:
 
 
 def find_model_dir(path: Path) -> Path:
-    """Resolve ``--model PATH``: a model folder, a run folder (its ``model/``, else best, else last)."""
+    """Resolve ``--model PATH``: a model folder, a run folder (its ``model/``, else best, else last).
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> (run / "model").mkdir(); (run / "model" / "model.safetensors").touch()
+        >>> find_model_dir(run) == run / "model"
+        True
+    """
     path = Path(path)
     if not path.exists():
         raise CsanError(f"{path}: no such model folder")
@@ -178,7 +222,16 @@ CHECKPOINT_FILES = (
 
 
 def step_folders(run_dir: Path) -> list[Path]:
-    """The ``checkpoints/step_*`` folders of a run, oldest first (temporary folders excluded)."""
+    """The ``checkpoints/step_*`` folders of a run, oldest first (temporary folders excluded).
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> for name in ("step_00000020", "step_00000010", "step_00000030.tmp-1"):
+        ...     (run / "checkpoints" / name).mkdir(parents=True)
+        >>> [p.name for p in step_folders(run)]
+        ['step_00000010', 'step_00000020']
+    """
     root = Path(run_dir) / "checkpoints"
     return sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
 
@@ -189,6 +242,18 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     ``LAST`` is written right after its folder is renamed into place, so a run killed between the
     two has a complete folder that ``LAST`` does not name yet; one whose ``LAST`` was lost (or
     names a folder that was deleted) resumes from its newest complete ``step_*`` folder too.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> latest_checkpoint(run) is None  # a fresh run
+        True
+        >>> for name in ("step_00000010", "step_00000020"):
+        ...     (run / "checkpoints" / name).mkdir(parents=True)
+        ...     for f in CHECKPOINT_FILES:
+        ...         (run / "checkpoints" / name / f).touch()
+        >>> latest_checkpoint(run).name  # no LAST pointer: the newest complete folder
+        'step_00000020'
     """
     last = _pointer(Path(run_dir) / "checkpoints", "LAST")
     if last is not None:

@@ -158,7 +158,12 @@ class Config:
 
 
 def presets() -> list[str]:
-    """Names of the built-in presets (YAML files shipped in ``csan/configs``)."""
+    """Names of the built-in presets (YAML files shipped in ``csan/configs``).
+
+    Example:
+        >>> {"tiny", "multi30k-small", "compare-multi30k"} <= set(presets())
+        True
+    """
     root = resources.files("csan") / "configs"
     return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
 
@@ -284,7 +289,16 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:
-    """Build a :class:`Config` from a nested dict, checking every key and type."""
+    """Build a :class:`Config` from a nested dict, checking every key and type.
+
+    Example:
+        >>> config_from_dict({"model": {"d_model": 64, "heads": 4}}).model.d_model
+        64
+        >>> config_from_dict({"model": {"d_modle": 64}})
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: unknown config key 'model.d_modle' (did you mean model.d_model?)
+    """
     return _build(Config, data, "")
 
 
@@ -305,7 +319,12 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides to a nested dict (values parsed as YAML scalars)."""
+    """Apply ``a.b.c=value`` overrides to a nested dict (values parsed as YAML scalars).
+
+    Example:
+        >>> apply_overrides({"train": {"lr": 1.0}}, ["train.lr=0.0005", "model.heads=4"])
+        {'train': {'lr': 0.0005}, 'model': {'heads': 4}}
+    """
     data = _merge({}, data)
     for item in overrides:
         keys, value = _parse_override(item)

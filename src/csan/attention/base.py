@@ -27,13 +27,26 @@ __all__ = ["SelfAttention", "merge_heads", "split_heads"]
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
-    """(batch, time, d_model) -> (batch, heads, time, d_h)."""
+    """(batch, time, d_model) -> (batch, heads, time, d_h).
+
+    Example:
+        >>> import torch
+        >>> split_heads(torch.zeros(2, 5, 8), heads=4).shape
+        torch.Size([2, 4, 5, 2])
+    """
     b, t, d = x.shape
     return x.view(b, t, heads, d // heads).transpose(1, 2)
 
 
 def merge_heads(x: Tensor) -> Tensor:
-    """(batch, heads, time, d_h) -> (batch, time, d_model)."""
+    """(batch, heads, time, d_h) -> (batch, time, d_model); the inverse of :func:`split_heads`.
+
+    Example:
+        >>> import torch
+        >>> x = torch.randn(2, 5, 8)
+        >>> torch.equal(merge_heads(split_heads(x, 4)), x)
+        True
+    """
     b, h, t, dh = x.shape
     return x.transpose(1, 2).reshape(b, t, h * dh)
 
@@ -43,6 +56,18 @@ class SelfAttention(nn.Module):
 
     Subclasses implement :meth:`forward` with the common signature. ``supports_causal`` says whether the
     variant may sit in a decoder (with ``causal=True``); ``uses_history`` whether it reads lower layers.
+
+    Example (a new variant: plain attention, registered so that configs can name it):
+        >>> import torch
+        >>> from csan.functional import masked_attention
+        >>> class Plain(SelfAttention):
+        ...     name = "plain"
+        ...     def forward(self, x, key_padding_mask=None, *, state=None, history=None):
+        ...         q, k, v = self.project(x)
+        ...         out = masked_attention(q, k, v, self.allowed_keys(q, k, key_padding_mask))
+        ...         return self.out_proj(merge_heads(out))
+        >>> Plain(d_model=8, heads=2)(torch.randn(1, 3, 8)).shape
+        torch.Size([1, 3, 8])
     """
 
     name: ClassVar[str] = "base"

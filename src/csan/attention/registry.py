@@ -28,7 +28,17 @@ T = TypeVar("T", bound=type[nn.Module])
 
 
 def register(name: str) -> Callable[[T], T]:
-    """Class decorator: make a self-attention module buildable by ``name``."""
+    """Class decorator: make a self-attention module buildable by ``name``.
+
+    Example:
+        >>> from csan.attention.vanilla import VanillaSelfAttention
+        >>> @register("my_vanilla")
+        ... class MyVanilla(VanillaSelfAttention):
+        ...     pass
+        >>> type(build("my_vanilla", d_model=8, heads=2)).__name__
+        'MyVanilla'
+        >>> _ = _SELF.pop("my_vanilla")  # (keep the registry as it was)
+    """
 
     def wrap(cls: T) -> T:
         if name in _SELF:
@@ -41,7 +51,17 @@ def register(name: str) -> Callable[[T], T]:
 
 
 def register_cross(name: str) -> Callable[[T], T]:
-    """Class decorator: make an encoder-decoder attention module buildable by ``name``."""
+    """Class decorator: make an encoder-decoder attention module buildable by ``name``.
+
+    Example:
+        >>> from csan.attention.vanilla import CrossAttention
+        >>> @register_cross("my_cross")
+        ... class MyCross(CrossAttention):
+        ...     pass
+        >>> "my_cross" in available_cross()
+        True
+        >>> _ = _CROSS.pop("my_cross")  # (keep the registry as it was)
+    """
 
     def wrap(cls: T) -> T:
         if name in _CROSS:
@@ -78,7 +98,12 @@ def options(name: str) -> set[str]:
 
 
 def available_cross() -> list[str]:
-    """Names of the registered encoder-decoder attention variants."""
+    """Names of the registered encoder-decoder attention variants.
+
+    Example:
+        >>> available_cross()
+        ['conv_qkv', 'vanilla']
+    """
     return sorted(_CROSS)
 
 
@@ -115,7 +140,14 @@ def build(name: str, *, d_model: int, heads: int, **options: Any) -> nn.Module:
 
 
 def build_cross(name: str, *, d_model: int, heads: int, **options: Any) -> nn.Module:
-    """Build the encoder-decoder attention variant ``name`` (see :func:`build`)."""
+    """Build the encoder-decoder attention variant ``name`` (see :func:`build`).
+
+    Example:
+        >>> import torch
+        >>> attn = build_cross("conv_qkv", d_model=8, heads=2, kernels="1,3")
+        >>> attn(torch.randn(1, 3, 8), torch.randn(1, 4, 8), None).shape
+        torch.Size([1, 3, 8])
+    """
     return _construct(
         _CROSS, "cross-attention", name, {"d_model": d_model, "heads": heads, **options}
     )

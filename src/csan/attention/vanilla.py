@@ -15,7 +15,15 @@ __all__ = ["CrossAttention", "VanillaSelfAttention", "append_state"]
 
 
 def append_state(state: dict[str, Any], k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """Append this step's keys/values (batch, heads, new, d_h) to the cache and return all of them."""
+    """Append this step's keys/values (batch, heads, new, d_h) to the cache and return all of them.
+
+    Example:
+        >>> state = {}
+        >>> k, v = append_state(state, torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+        >>> k, v = append_state(state, torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
+        >>> k.shape, state["v"].shape
+        (torch.Size([1, 2, 4, 4]), torch.Size([1, 2, 4, 4]))
+    """
     if "k" in state:
         k = torch.cat([state["k"], k], dim=2)
         v = torch.cat([state["v"], v], dim=2)
