@@ -147,7 +147,19 @@ class ConvergenceRun:
 
 
 def expand_run_dirs(paths: Sequence[str]) -> dict[str, Path]:
-    """``NAME=DIR`` or ``DIR`` items -> name: run folder; a ``csan compare`` folder gives its runs."""
+    """``NAME=DIR`` or ``DIR`` items -> name: run folder; a ``csan compare`` folder gives its runs.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> for run in ("vanilla-seed1", "csan1d-seed1"):
+        ...     (root / "cmp" / "runs" / run).mkdir(parents=True)
+        ...     (root / "cmp" / "runs" / run / "metrics.jsonl").touch()
+        >>> sorted(expand_run_dirs([str(root / "cmp")]))
+        ['csan1d-seed1', 'vanilla-seed1']
+        >>> list(expand_run_dirs([f"base={root / 'cmp' / 'runs' / 'vanilla-seed1'}"]))
+        ['base']
+    """
     runs: dict[str, Path] = {}
     for item in paths:
         name, _, folder = item.rpartition("=") if "=" in item else ("", "", item)
@@ -178,7 +190,17 @@ def _read_valid_accuracy(path: Path) -> list[tuple[float, float]]:
 
 
 def convergence_runs(runs: Mapping[str, Path]) -> list[ConvergenceRun]:
-    """Read the validation accuracy curve of each run folder (its ``metrics.jsonl``)."""
+    """Read the validation accuracy curve of each run folder (its ``metrics.jsonl``).
+
+    Example:
+        >>> import json, tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> lines = [{"kind": "valid", "step": 10, "epoch": 1.0, "accuracy": 0.4},
+        ...          {"kind": "train", "step": 15, "epoch": 1.5, "loss": 3.0}]
+        >>> _ = (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in lines))
+        >>> convergence_runs({"a": run})[0].points
+        [(1.0, 0.4)]
+    """
     out = []
     for name, folder in runs.items():
         path = Path(folder) / "metrics.jsonl"

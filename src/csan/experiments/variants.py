@@ -160,7 +160,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 
 def variant_names() -> list[str]:
-    """Every named variant, in table order (Table 1, context-aware, convolutional projections)."""
+    """Every named variant, in table order (Table 1, context-aware, convolutional projections).
+
+    Example:
+        >>> names = variant_names()
+        >>> names[:3], len(names), names[-1]
+        (['vanilla', 'rel_pos', 'neighbor'], 25, 'convs2s')
+    """
     return list(_BUILDERS)
 
 

@@ -27,7 +27,13 @@ log = logging.getLogger("csan")
 
 
 def cache_root() -> Path:
-    """Where encoded corpora are cached: ``$CSAN_CACHE`` or ``~/.cache/csan``."""
+    """Where encoded corpora are cached: ``$CSAN_CACHE`` or ``~/.cache/csan``.
+
+    Example:
+        >>> import os
+        >>> cache_root() == Path(os.environ.get("CSAN_CACHE") or Path.home() / ".cache" / "csan")
+        True
+    """
     base = os.environ.get("CSAN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "csan")
     return Path(base)
 

@@ -55,7 +55,13 @@ class DistInfo:
 
 
 def init_distributed(device: torch.device) -> DistInfo:
-    """Join the process group torchrun describes (no-op for a single process)."""
+    """Join the process group torchrun describes (no-op for a single process).
+
+    Example (outside torchrun):
+        >>> info = init_distributed(torch.device("cpu"))
+        >>> info.world_size, info.is_main, info.enabled
+        (1, True, False)
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
@@ -80,7 +86,12 @@ def _device() -> torch.device:
 
 
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
-    """Sum a few numbers over ranks (for logging and token counts)."""
+    """Sum a few numbers over ranks (for logging and token counts).
+
+    Example (a single process: the numbers themselves):
+        >>> all_reduce_sum([3.0, 4.0], DistInfo())
+        [3.0, 4.0]
+    """
     if not info.enabled:
         return values
     t = torch.tensor(values, dtype=torch.float64, device=_device())
@@ -89,7 +100,12 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 
 def any_rank(flags: list[float], info: DistInfo) -> list[float]:
-    """The element-wise maximum of ``flags`` over ranks: what one rank raises, all see."""
+    """The element-wise maximum of ``flags`` over ranks: what one rank raises, all see.
+
+    Example:
+        >>> any_rank([0.0, 1.0], DistInfo())
+        [0.0, 1.0]
+    """
     if not info.enabled:
         return flags
     t = torch.tensor(flags, dtype=torch.float64, device=_device())
@@ -98,7 +114,12 @@ def any_rank(flags: list[float], info: DistInfo) -> list[float]:
 
 
 def same_on_all_ranks(data: bytes, info: DistInfo) -> bool:
-    """Whether every rank holds the same ``data`` (compares SHA-256 digests; True when alone)."""
+    """Whether every rank holds the same ``data`` (compares SHA-256 digests; True when alone).
+
+    Example:
+        >>> same_on_all_ranks(b"spm model bytes", DistInfo())
+        True
+    """
     if not info.enabled:
         return True
     import hashlib

@@ -92,7 +92,15 @@ def _step_of(line: str) -> int | None:
 
 
 def trim_metrics(path: Path, step: int) -> int:
-    """Keep only the whole lines of ``path`` (metrics.jsonl) up to ``step``; returns lines dropped."""
+    """Keep only the whole lines of ``path`` (metrics.jsonl) up to ``step``; returns lines dropped.
+
+    Example (a crash after step 2's checkpoint left a line of step 3 and half a line):
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> _ = path.write_text('{"step": 1}\\n{"step": 2}\\n{"step": 3}\\n{"step": 4, "lo')
+        >>> trim_metrics(path, 2), path.read_text()
+        (2, '{"step": 1}\\n{"step": 2}\\n')
+    """
     path = Path(path)
     if not path.is_file():
         return 0

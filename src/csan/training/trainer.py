@@ -72,6 +72,12 @@ class TrainResult:
 
 
 def pick_device(name: str) -> torch.device:
+    """``train.device`` -> a torch device; ``"auto"`` is CUDA when available, else the CPU.
+
+    Example:
+        >>> pick_device("cpu")
+        device(type='cpu')
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
