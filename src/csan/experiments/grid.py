@@ -130,7 +130,18 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_difference(run_dir: Path, cfg: Config) -> str | None:
-    """The first key where ``run_dir/config.yaml`` differs from ``cfg`` (as ``key: old != new``)."""
+    """The first key where ``run_dir/config.yaml`` differs from ``cfg`` (as ``key: old != new``).
+
+    Example (a run folder trained with another learning rate is not reused silently):
+        >>> import tempfile
+        >>> from csan.config import load_config
+        >>> run = Path(tempfile.mkdtemp())
+        >>> _ = (run / "config.yaml").write_text(dump_config(load_config("tiny", ["train.lr=0.001"])))
+        >>> config_difference(run, load_config("tiny", ["train.lr=0.002"]))
+        'train.lr: 0.001 != 0.002'
+        >>> config_difference(run, load_config("tiny", ["train.lr=0.001"])) is None
+        True
+    """
     import yaml
 
     path = run_dir / "config.yaml"

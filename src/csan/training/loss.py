@@ -41,6 +41,16 @@ class TranslationLoss(nn.Module):
     the count is 0 unless ``count_correct``.
     Only non-padding target positions reach the output projection (saves the vocabulary matmul on
     padding).
+
+    Example:
+        >>> import torch
+        >>> from csan.config import load_config
+        >>> from csan.models import build_model
+        >>> model = build_model(load_config("tiny").model, vocab_size=40)
+        >>> src, tgt = torch.randint(4, 40, (2, 5)), torch.randint(4, 40, (2, 4))
+        >>> loss, nll, correct = TranslationLoss(model, epsilon=0.1)(src, tgt, tgt)
+        >>> loss.shape, bool(nll > 0), int(correct)  # sums over the 8 target tokens; no count asked
+        (torch.Size([]), True, 0)
     """
 
     def __init__(self, model: nn.Module, *, epsilon: float, count_correct: bool = False) -> None:

@@ -26,7 +26,15 @@ __all__ = ["RunLock", "StopRequest", "trim_metrics"]
 
 
 class StopRequest:
-    """SIGINT/SIGTERM ask the loop to checkpoint and exit at the next step boundary."""
+    """SIGINT/SIGTERM ask the loop to checkpoint and exit at the next step boundary.
+
+    Example:
+        >>> import os
+        >>> with StopRequest() as stop:
+        ...     os.kill(os.getpid(), signal.SIGTERM)  # recorded, not fatal
+        ...     stop.signal == signal.SIGTERM
+        True
+    """
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -49,7 +57,17 @@ class StopRequest:
 
 
 class RunLock:
-    """An exclusive lock on a run folder for the life of a ``with`` block (Unix ``flock``)."""
+    """An exclusive lock on a run folder for the life of a ``with`` block (Unix ``flock``).
+
+    A second process training into the same folder gets a :class:`CsanError` at once.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> with RunLock(run):
+        ...     (run / ".lock").is_file()
+        True
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / ".lock"
