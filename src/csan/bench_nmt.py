@@ -273,7 +273,7 @@ def run_variant_bench(
     ref = statistics.median(times[ref_name])
     out = []
     for row in rows:
-        ts = sorted(times[row.name])
+        ts = times[row.name]
         med = statistics.median(ts)
         q1, _, q3 = statistics.quantiles(ts, n=4) if len(ts) > 1 else (med, med, med)
         out.append(

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from csan.kernels.blocked import unchecked_blocked_local_attention
+from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.checks import HEAD_BOUNDARIES, check_local_attention, check_local_options
 from csan.kernels.dense import dense_local_attention, masked_attention
 from csan.kernels.reference import reference_local_attention
@@ -123,7 +123,7 @@ def local_attention(
     if backend == "reference":
         return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
     if backend == "blocked" and q.size(2) == k.size(2):
-        return unchecked_blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
+        return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
     return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
 
 

@@ -8,7 +8,8 @@ order n (:func:`csan.evaluation.analysis.ngram_analysis`) as gaps to the baselin
 accuracy (teacher forcing) per epoch, and the epochs needed to reach 0.90 / 0.95: the ``epoch`` of the
 first validation at or above the threshold (fractional when validating inside an epoch), or "not
 reached", and the crossing interpolated linearly between the validations around it (runs validated only
-once an epoch otherwise tie at whole epochs). The accuracy shown for epoch ``k`` is the last validation with ``k - 1 < epoch <= k``.
+once an epoch otherwise tie at whole epochs). The accuracy shown for epoch ``k`` is the last validation
+with ``k - 1 < epoch <= k``.
 With ``relative_to`` (``--relative-to NAME``) the thresholds are fractions of that run's best validation
 accuracy (a short run on a small corpus never reaches 0.90 token accuracy in absolute terms).
 ``convergence.md``, ``convergence.csv``, ``convergence.png``.

@@ -31,7 +31,7 @@ from torch import Tensor
 from csan.kernels.checks import check_local_attention
 from csan.kernels.dense import head_neighbours
 
-__all__ = ["block_size", "blocked_local_attention", "unchecked_blocked_local_attention"]
+__all__ = ["block_size", "blocked_local_attention"]
 
 # Query rows (batch * heads * positions) per chunk: bounds the working memory to a few MiB.
 _CHUNK_ROWS = 4096
@@ -119,42 +119,6 @@ def blocked_local_attention(
         head_boundary=head_boundary,
         dropout_p=dropout_p,
     )
-    return unchecked_blocked_local_attention(
-        q,
-        k,
-        v,
-        window=window,
-        head_window=head_window,
-        key_padding_mask=key_padding_mask,
-        causal=causal,
-        head_boundary=head_boundary,
-        dropout_p=dropout_p,
-    )
-
-
-def unchecked_blocked_local_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    window: int,
-    head_window: int = 1,
-    key_padding_mask: Tensor | None = None,
-    causal: bool = False,
-    head_boundary: str = "wrap",
-    dropout_p: float = 0.0,
-) -> Tensor:
-    """:func:`blocked_local_attention` without the argument checks, for callers that made them
-    (:func:`csan.functional.local_attention`); invalid arguments give undefined results.
-
-    Example:
-        >>> q = torch.randn(1, 2, 40, 8)
-        >>> torch.equal(
-        ...     unchecked_blocked_local_attention(q, q, q, window=5),
-        ...     blocked_local_attention(q, q, q, window=5),
-        ... )
-        True
-    """
     batch, heads, time, d_h = q.shape
     if q.numel() == 0:
         return q * 0 + (k.sum() + v.sum()) * 0  # empty, but attached to the graph

@@ -399,8 +399,14 @@ class Trainer:
                 stop_reason = self.stop_vote(stop)
                 if stop_reason is None and self.step > 0:
                     # resumed: the next interval holds start-up and compilation again
-                    record = {"kind": "resume", "step": self.step, "epoch": self.epochs_done}
-                    self.log_metrics({**record, "train_seconds": round(self.train_seconds, 1)})
+                    self.log_metrics(
+                        {
+                            "kind": "resume",
+                            "step": self.step,
+                            "epoch": round(self.epochs_done, 3),
+                            "train_seconds": round(self.train_seconds, 1),
+                        }
+                    )
                 while stop_reason is None:
                     stop_reason = self._run_epoch(self.data.sampler, stop)
                 self.save_checkpoint()  # a second signal would interrupt this, atomically
