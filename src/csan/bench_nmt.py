@@ -17,10 +17,11 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import logging
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,55 @@ def run_train_bench(
     return rows
 
 
+class _RecompileLimitWatch(logging.Handler):
+    """Collects TorchDynamo's "hit config.recompile_limit" warnings: past that limit a function runs eager."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.hits: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "recompile_limit" in message:
+            self.hits.append(message.splitlines()[0])
+
+
+@contextlib.contextmanager
+def compiled_side_by_side(models: int) -> Iterator[None]:
+    """Room in TorchDynamo's cache for ``models`` compiled models in one process, and a loud failure if not.
+
+    TorchDynamo caches compiled code per Python function, and every model compiled from the same
+    ``forward`` takes its entries (one per model, more when shapes turn dynamic). Past
+    ``recompile_limit`` (8) the function silently runs eager, so a side-by-side bench of many
+    variants would time the last rows uncompiled. Inside this block the limits grow with ``models``,
+    and a limit reached anyway raises :class:`~csan.errors.CsanError` at the end instead of printing
+    compiled and eager rows in one table.
+
+    Example:
+        >>> import torch._dynamo.config as dynamo_config
+        >>> with compiled_side_by_side(11):
+        ...     dynamo_config.recompile_limit >= 88
+        True
+    """
+    from csan.errors import CsanError
+
+    limit = max(torch._dynamo.config.recompile_limit, 8 * models)
+    total = max(torch._dynamo.config.accumulated_recompile_limit, 32 * models)
+    watch = _RecompileLimitWatch()
+    logger = logging.getLogger("torch._dynamo")
+    logger.addHandler(watch)
+    try:
+        with torch._dynamo.config.patch(recompile_limit=limit, accumulated_recompile_limit=total):
+            yield
+    finally:
+        logger.removeHandler(watch)
+    if watch.hits:
+        raise CsanError(
+            f"torch.compile fell back to eager mode during the bench ({watch.hits[0]}); "
+            "its rows would mix compiled and eager timings: bench fewer variants at a time"
+        )
+
+
 def run_variant_bench(
     config: str = "compare-multi30k",
     *,
@@ -243,7 +293,10 @@ def run_variant_bench(
     base = load_config(config, list(overrides))
     rows = resolve_variants(variants, base)
     trainers: dict[str, Trainer] = {}
-    with tempfile.TemporaryDirectory(prefix="csan-bench-variants-") as tmp:
+    with (
+        compiled_side_by_side(len(rows)),
+        tempfile.TemporaryDirectory(prefix="csan-bench-variants-") as tmp,
+    ):
         for row in rows:
             if any(o.startswith("data.") for o in row.overrides):
                 raise CsanError(f"variant {row.name!r} changes the data; rows must share batches")

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from csan.bench_nmt import main, run_variant_bench
+from csan.bench_nmt import compiled_side_by_side, main, run_variant_bench
 from csan.errors import CsanError
 
 EAGER = ["train.compile=false", "train.cpu_bf16=false"]
@@ -48,3 +49,37 @@ def test_cli_writes_table_and_machine(small_overrides: list[str], tmp_path: Path
     assert [r["variant"] for r in payload["rows"]] == ["vanilla", "convs2s"]
     assert payload["rows"][1]["params"] != payload["rows"][0]["params"]
     assert "| convs2s |" in md.read_text()
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def _compile_models(n: int) -> None:
+    """Compile ``n`` models whose sublayer types differ (as the table's attention variants do): each
+    takes an entry in the cache of the one shared ``forward``."""
+    for i in range(n):
+        inner = type(f"Linear{i}", (torch.nn.Linear,), {})(4, 4)
+        torch.compile(_Outer(inner), backend="eager")(torch.ones(2, 4))
+
+
+def test_side_by_side_compilation_makes_room_for_every_model() -> None:
+    torch._dynamo.reset()
+    with compiled_side_by_side(12):
+        _compile_models(12)  # 12 > the default limit of 8: would run the last ones eager
+    torch._dynamo.reset()
+
+
+def test_side_by_side_compilation_fails_loudly_past_the_limit() -> None:
+    torch._dynamo.reset()
+    with (
+        pytest.raises(CsanError, match="fell back to eager"),
+        compiled_side_by_side(1),
+    ):  # room for 8
+        _compile_models(10)
+    torch._dynamo.reset()
