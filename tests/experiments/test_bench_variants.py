@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,18 +69,24 @@ def _compile_models(n: int) -> None:
         torch.compile(_Outer(inner), backend="eager")(torch.ones(2, 4))
 
 
-def test_side_by_side_compilation_makes_room_for_every_model() -> None:
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    """An empty TorchDynamo cache before and after: the tests count its entries."""
     torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_side_by_side_compilation_makes_room_for_every_model() -> None:
     with compiled_side_by_side(12):
         _compile_models(12)  # 12 > the default limit of 8: would run the last ones eager
-    torch._dynamo.reset()
 
 
+@pytest.mark.usefixtures("fresh_dynamo")
 def test_side_by_side_compilation_fails_loudly_past_the_limit() -> None:
-    torch._dynamo.reset()
     with (
         pytest.raises(CsanError, match="fell back to eager"),
         compiled_side_by_side(1),
     ):  # room for 8
         _compile_models(10)
-    torch._dynamo.reset()
