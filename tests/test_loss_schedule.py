@@ -11,7 +11,7 @@ import torch
 from csan.config import ModelConfig
 from csan.models import build_model
 from csan.training.loss import TranslationLoss, label_smoothed_nll
-from csan.training.schedule import make_schedule
+from csan.training.schedule import budget_progress, budget_schedule, make_schedule
 
 PAD = 0
 
@@ -124,3 +124,88 @@ def test_schedule_errors_name_the_field() -> None:
         make_schedule("cosine", lr=1e-3, warmup=10, d_model=64)
     with pytest.raises(ValueError, match=r"train\.warmup must be >= 1, got 0"):
         make_schedule("inverse_sqrt", lr=1e-3, warmup=0, d_model=64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_loss_gradient_equals_pytorch_cross_entropy(dtype: torch.dtype) -> None:
+    """The hand-written backward against autograd through F.cross_entropy(label_smoothing=...)."""
+    gen = torch.Generator().manual_seed(5)
+    base = (torch.randn(40, 300, generator=gen) * 2).to(dtype)
+    target = torch.randint(0, 300, (40,), generator=gen)
+    target[[3, 17]] = -100
+    ours = base.clone().requires_grad_()
+    loss, _ = label_smoothed_nll(ours, target, epsilon=0.1)
+    (loss * 0.37).backward()
+    ref = base.clone().requires_grad_()
+    want = torch.nn.functional.cross_entropy(
+        ref.float(), target, label_smoothing=0.1, reduction="sum"
+    )
+    (want * 0.37).backward()
+    assert ours.grad.dtype == dtype
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    assert loss.item() == pytest.approx(want.item(), rel=1e-5)
+    assert torch.allclose(ours.grad.float(), ref.grad.float(), atol=tol, rtol=tol)
+    assert not ours.grad[[3, 17]].any()  # ignored rows get no gradient
+
+
+def test_fused_loss_gradcheck_in_float64() -> None:
+    gen = torch.Generator().manual_seed(6)
+    logits = torch.randn(6, 9, generator=gen, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, 8, 3, 3, 1, 5])
+    assert torch.autograd.gradcheck(
+        lambda z: label_smoothed_nll(z, target, epsilon=0.2)[0], (logits,)
+    )
+
+
+def simulate_budget(step_seconds: float, minutes: float = 60.0) -> list[tuple[float, float]]:
+    """(progress, lr) of every step of a run that takes ``step_seconds`` a step for ``minutes``."""
+    rate = budget_schedule(lr=1e-3, warmup_fraction=0.25, cooldown_fraction=0.2)
+    out, step = [], 0
+    while (step + 1) * step_seconds <= minutes * 60:
+        step += 1
+        p = budget_progress(step=step, seconds=step * step_seconds, max_seconds=minutes * 60)
+        out.append((p, rate(p)))
+    return out
+
+
+@pytest.mark.parametrize("step_seconds", [0.9, 3.6])  # a fast CPU and one four times slower
+def test_budget_schedule_is_complete_on_a_fast_and_a_slow_machine(step_seconds: float) -> None:
+    run = simulate_budget(step_seconds)
+    lrs = [lr for _, lr in run]
+    peak = max(range(len(lrs)), key=lrs.__getitem__)
+    assert lrs[peak] == pytest.approx(1e-3, rel=0.01)  # reaches the peak ...
+    assert run[peak][0] == pytest.approx(0.25, abs=0.01)  # ... a quarter into the budget
+    assert all(a <= b for a, b in itertools.pairwise(lrs[: peak + 1]))  # warmup rises
+    assert all(a >= b for a, b in itertools.pairwise(lrs[peak:]))  # then only decays
+    assert lrs[-1] < 0.01 * lrs[peak]  # and cools down to (about) zero at the end
+    cooldown = [p for p, _ in run if p > 0.8]
+    assert len(cooldown) == pytest.approx(0.2 * len(run), abs=2)
+
+
+def test_budget_schedule_is_the_same_curve_over_fewer_steps() -> None:
+    fast, slow = simulate_budget(0.9), simulate_budget(3.6)
+    assert len(fast) == pytest.approx(4 * len(slow), abs=4)
+    for p, lr in slow[::25]:
+        match = min(fast, key=lambda pl: abs(pl[0] - p))
+        assert lr == pytest.approx(match[1], rel=0.02, abs=1e-6)
+
+
+def test_budget_progress_takes_the_binding_limit() -> None:
+    assert budget_progress(step=10, seconds=0.0, max_steps=100) == 0.1
+    assert budget_progress(step=10, seconds=3000.0, max_steps=100, max_seconds=3600.0) == (
+        pytest.approx(3000 / 3600)
+    )
+    assert budget_progress(step=500, seconds=99999.0, max_seconds=60.0) == 1.0
+    with pytest.raises(ValueError, match=r"needs train\.max_minutes"):
+        budget_progress(step=1, seconds=1.0)
+
+
+@pytest.mark.parametrize(
+    ("warmup", "cooldown", "message"),
+    [(0.0, 0.2, "warmup_fraction"), (1.0, 0.0, "warmup_fraction"), (0.5, 0.6, "cooldown_fraction")],
+)
+def test_budget_schedule_rejects_bad_fractions(
+    warmup: float, cooldown: float, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        budget_schedule(lr=1e-3, warmup_fraction=warmup, cooldown_fraction=cooldown)

@@ -4,6 +4,7 @@ prunes, averages and writes a final model that loads."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,103 @@ def test_validation_skips_only_the_pairs_longer_than_the_model() -> None:
     assert teacher_forced_metrics(model, mixed, device="cpu") == teacher_forced_metrics(
         model, short, device="cpu"
     )
+
+
+def _train_lrs(run: Path) -> list[float]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [r["lr"] for r in map(json.loads, lines) if r["kind"] == "train"]
+
+
+def test_budget_schedule_over_steps_averages_the_cooldown(
+    tmp_path: Path, tiny_overrides: list[str]
+) -> None:
+    """max_steps=40, cooldown 0.2, average_last 3: checkpoints at steps 32, 35, 38 and 40."""
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            "train.schedule=budget",
+            "train.max_steps=40",
+            "train.warmup_fraction=0.25",
+            "train.cooldown_fraction=0.2",
+            "train.average_last=3",
+            "train.keep_last=1",
+            "train.log_every=1",
+        ],
+    )
+    train(cfg, tmp_path, progress=False)
+    lrs = _train_lrs(tmp_path)
+    assert len(lrs) == 40
+    assert max(lrs) == pytest.approx(cfg.train.lr) and lrs.index(max(lrs)) == 9  # step 10 = 25%
+    assert lrs[-1] == 0.0 and lrs[30] > lrs[35] > lrs[39]
+    assert step_dirs(tmp_path) == [f"step_{s:08d}" for s in (32, 35, 38, 40)]
+    meta = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert meta["made_from"].startswith("average of 4 checkpoints (step_00000032")
+
+
+def test_budget_schedule_over_minutes_is_complete(
+    tmp_path: Path, tiny_overrides: list[str]
+) -> None:
+    """A 6-second budget: whatever this machine's speed, the run warms up, peaks and cools down."""
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            "train.schedule=budget",
+            "train.max_steps=0",
+            "train.max_minutes=0.1",
+            "train.validate_every=0",
+            "train.average_last=3",
+            "train.log_every=1",
+        ],
+    )
+    result = train(cfg, tmp_path, progress=False)
+    assert result.stop_reason == "max_minutes=0.1"
+    lrs = _train_lrs(tmp_path)
+    assert len(lrs) >= 20, "too few steps in 6 s to see the schedule"
+    assert max(lrs) > 0.9 * cfg.train.lr
+    assert lrs[-1] < 0.15 * cfg.train.lr
+    meta = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert meta["made_from"].startswith("average of")
+
+
+def test_budget_schedule_needs_a_budget(tmp_path: Path) -> None:
+    cfg = load_config(
+        "tiny",
+        [f"data.data_dir={tmp_path / 'absent'}", "train.schedule=budget", "train.max_steps=0"],
+    )
+    with pytest.raises(CsanError, match="schedule=budget: needs a budget"):
+        train(cfg, tmp_path / "run", progress=False)
+
+
+def test_main_preset_trains_in_the_mode_auto_picks(tmp_path: Path, multi30k_dir: Path) -> None:
+    """The main job's own settings (cpu_bf16/compile auto, budget schedule) train a few steps here.
+
+    On a CPU with native bf16 this compiles and runs bf16 autocast; elsewhere float32 eager: the path
+    users take on this machine, whichever kind it is. Smaller layers and data keep it short.
+    """
+    from csan.machine import choose_runtime
+
+    cfg = load_config(
+        "multi30k-small",
+        [
+            f"data.data_dir={multi30k_dir}",
+            "data.train_subset=2000",
+            "data.valid_subset=50",
+            "data.vocab_size=1000",
+            "model.encoder_layers=1",
+            "model.decoder_layers=1",
+            "train.max_tokens=1024",
+            "train.max_minutes=0",
+            "train.max_steps=3",
+            "train.valid_bleu=false",
+            "train.evaluate_test=false",
+            "train.checkpoint_minutes=0",
+        ],
+    )
+    result = train(cfg, tmp_path, progress=False)
+    want = choose_runtime("auto", "auto", device="cpu", warn=False)
+    assert result.mode == want.mode
+    assert result.steps == 3 and all(math.isfinite(lr) for lr in _train_lrs(tmp_path))
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert summary["mode"] == want.mode and "capability" in summary["machine"]

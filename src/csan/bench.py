@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -36,6 +34,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from csan.machine import machine_info
 
 __all__ = ["DEFAULT_LENGTHS", "machine_info", "main", "run_attention_bench", "write_results"]
 
@@ -65,38 +65,6 @@ def _kernels(device: torch.device) -> dict[str, Kernel | None]:
     except ImportError:  # functional.py not there yet
         kernels["auto"] = None
     return kernels
-
-
-def machine_info(device: torch.device) -> dict[str, Any]:
-    """CPU model, core and thread counts, PyTorch version and the device, for the results file."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": str(device),
-    }
-    # Settings that move CPU timings: huge pages for big tensors (page faults are slow on some VMs),
-    # OpenMP waiting (spinning threads stall when the cores are shared).
-    for name in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"):
-        info[name] = os.environ.get(name, "")
-    try:
-        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
-        info["transparent_hugepage"] = thp
-    except OSError:
-        pass
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
 
 
 def _sync(device: torch.device) -> None:

@@ -204,8 +204,23 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         cfg = _load_cfg(args)
         model = build_model(cfg.model, cfg.data.vocab_size)
+    print(_machine_lines(cfg))
     print(parameter_table(model, cfg))
     return 0
+
+
+def _machine_lines(cfg) -> str:
+    """What this machine has and what ``train.cpu_bf16`` / ``train.compile`` choose on it, and why."""
+    from csan.machine import choose_runtime, describe_machine
+    from csan.training.trainer import pick_device
+
+    tc = cfg.train
+    device = pick_device(tc.device)
+    choice = choose_runtime(tc.cpu_bf16, tc.compile, device=device, cuda_bf16=tc.bf16, warn=False)
+    return (
+        f"machine: {describe_machine().summary()}\n"
+        f"mode on {device}: {choice.mode}: {'; '.join(choice.reasons)}"
+    )
 
 
 def cmd_average(args: argparse.Namespace) -> int:
@@ -421,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("info", help="parameter count per component")
+    p = sub.add_parser("info", help="the machine, the mode auto picks, parameters per component")
     _config_args(p)
     p.add_argument("--model", help="a trained model folder instead of a config")
     p.add_argument("--presets", action="store_true", help="list the presets")

@@ -19,7 +19,7 @@ import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -99,11 +99,16 @@ class TrainConfig:
     seed: int = 1
     max_tokens: int = 4096  # target tokens per batch and process
     update_freq: int = 1  # gradient accumulation: batches per optimizer step
-    lr: float = 1e-3  # peak learning rate (schedule "inverse_sqrt")
-    schedule: str = (
-        "inverse_sqrt"  # "inverse_sqrt" (peak lr after warmup) or "noam" (d_model^-0.5 ...)
+    lr: float = 1e-3  # peak learning rate ("inverse_sqrt", "budget")
+    # "inverse_sqrt" (peak lr after `warmup` steps), "noam" (d_model^-0.5 ...), or "budget": warmup,
+    # decay and cooldown as fractions of the run's budget (max_minutes, max_steps or max_epochs), so a
+    # slow machine gets the whole schedule too (csan.training.schedule.budget_schedule)
+    schedule: str = "inverse_sqrt"
+    warmup: int = 1000  # warmup steps ("inverse_sqrt", "noam")
+    warmup_fraction: float = 0.25  # "budget": warmup over this fraction of the budget
+    cooldown_fraction: float = (
+        0.2  # "budget": lr to 0 over the last fraction; averaged (average_last)
     )
-    warmup: int = 1000  # warmup steps
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -117,14 +122,16 @@ class TrainConfig:
     checkpoint_every: int = 0  # steps between checkpoints (0: at each validation)
     checkpoint_minutes: float = 10.0  # also checkpoint after this many minutes of work (0: off)
     keep_last: int = 5  # step checkpoints kept (the best is kept as well)
-    average_last: int = (
-        0  # at the end, average the last N checkpoints into the final model (0: off)
-    )
+    # at the end, average the last N checkpoints into the final model (0: off); with schedule
+    # "budget", N checkpoints evenly spaced over the cooldown, and the validations' in between
+    average_last: int = 0
     log_every: int = 50  # steps between metric lines in metrics.jsonl
     threads: int = 0  # torch intra-op threads (0: torch's default)
-    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU unless cpu_bf16)
-    cpu_bf16: bool = False  # bf16 autocast on CPU (needs AVX512-BF16/AMX to pay off)
-    compile: bool = False  # torch.compile the model
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU: see cpu_bf16)
+    # bf16 autocast on CPU: "auto" where the CPU computes bf16 natively (AVX512-BF16, AMX), float32
+    # elsewhere (emulated bf16 is 40-60x slower); true/false to force (csan.machine.choose_runtime)
+    cpu_bf16: bool | Literal["auto"] = "auto"
+    compile: bool | Literal["auto"] = "auto"  # torch.compile: "auto" where it pays (see cpu_bf16)
     max_bad_steps: int = 5  # consecutive NaN/inf losses before training stops
     evaluate_test: bool = True  # translate and score the test split when training ends
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
@@ -216,6 +223,8 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
     return getattr(tp, "__name__", str(tp).replace("typing.", ""))
 
 
@@ -226,17 +235,22 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(value, arg, key)
-            except CsanError as e:
-                errors.append(str(e))
-        raise CsanError(errors[0] if errors else f"{key}: bad value {value!r}")
+            except CsanError:
+                pass
+        names = " or ".join(_type_name(a) for a in args if a is not type(None))
+        raise CsanError(f"{key}: expected {names}, got {value!r} ({type(value).__name__})")
     if tp is Any:
         return value
+    if origin is Literal:
+        if isinstance(value, str) and value in typing.get_args(tp):
+            return value
+        choices = " or ".join(repr(a) for a in typing.get_args(tp))
+        raise CsanError(f"{key}: expected {choices}, got {value!r}")
     if tp is bool:
         if isinstance(value, bool):
             return value

@@ -21,7 +21,7 @@ def test_conv_qkv_model_trains_compiled(tmp_path: Path, tiny_overrides: list[str
             "model.decoder_attention=conv_qkv",
             "model.cross_attention=conv_qkv",
             "train.compile=true",
-            "train.cpu_bf16=true",
+            "train.cpu_bf16=auto",
             "train.max_steps=4",
             "train.validate_every=1000",
         ],

@@ -74,7 +74,9 @@ def test_compare_writes_csv_table_plot_and_machine(compared) -> None:
     assert "| 1 | vanilla |" in md and "| 3 | csan1d |" in md
     assert (out / "bleu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     machine = json.loads((out / "machine.json").read_text(encoding="utf-8"))
-    assert {"cpu", "torch", "torch_threads", "train_threads"} <= set(machine)
+    assert {"cpu", "torch", "threads", "capability", "native_bf16", "train_threads", "mode"} <= set(
+        machine
+    )
     assert machine["train_threads"] == 1
 
 

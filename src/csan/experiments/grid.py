@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import re
 import traceback
 from collections.abc import Callable, Sequence
@@ -342,38 +341,23 @@ def _failed(variant: str, seed: int, run_dir: Path, error: BaseException) -> Run
     )
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_info(cfg: Config | None = None) -> dict[str, Any]:
-    """The machine a table was measured on: CPU, cores, threads, torch and Python versions, GPU."""
-    import torch
+    """The machine a table was measured on (:func:`csan.machine.machine_info`) and the run settings."""
+    from csan.machine import choose_runtime
+    from csan.machine import machine_info as record
 
-    info: dict[str, Any] = {
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
-    if cfg is not None:
-        info.update(
-            train_threads=cfg.train.threads,
-            device=cfg.train.device,
-            cpu_bf16=cfg.train.cpu_bf16,
-            compile=cfg.train.compile,
-        )
-    return info
+    if cfg is None:
+        return record()
+    tc = cfg.train
+    return record(
+        tc.device if tc.device != "auto" else "cpu",
+        train_threads=tc.threads,
+        cpu_bf16=tc.cpu_bf16,
+        compile=tc.compile,
+        mode=choose_runtime(
+            tc.cpu_bf16, tc.compile, device=tc.device if tc.device != "auto" else "cpu", warn=False
+        ).mode,
+    )
 
 
 def write_machine(

@@ -92,6 +92,9 @@ def write_final_model(trainer: Trainer, model_dir: Path) -> None:
     steps = ckpt.step_folders(trainer.out)
     if n > 1 and len(steps) >= 2:
         chosen = steps[-n:]
+        if trainer.cooldown_step is not None:  # schedule "budget": every checkpoint of the cooldown
+            cooldown = [p for p in steps if int(p.name.split("_")[1]) >= trainer.cooldown_step]
+            chosen = cooldown if len(cooldown) >= 2 else chosen
         model = trainer.model
         saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
         ckpt.average_checkpoints(model, chosen)

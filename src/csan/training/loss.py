@@ -2,11 +2,50 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["TranslationLoss", "label_smoothed_nll"]
+
+
+def _wide(x: Tensor) -> Tensor:
+    """float32 for half-precision logits; float32 and float64 as they are."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+class _SmoothedNLL(torch.autograd.Function):
+    """Per-row smoothed loss and NLL, with a backward that makes one (N, V) tensor instead of four.
+
+    Forward: ``lp = log_softmax(z)``, ``nll_i = -lp_i[t_i]``, ``smooth_i = -mean_v lp_iv``. Backward:
+    the gradient of ``(1 - eps) * nll + eps * smooth`` is ``exp(lp_i) - eps / V - (1 - eps) *
+    onehot(t_i)``: one exponential and two in-place updates, where PyTorch's chain (gather, mean and
+    log_softmax backward) builds three (N, V) temporaries and adds them.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
+        lp = torch.log_softmax(_wide(logits), dim=-1)  # (N, V)
+        nll = -lp.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (N,)
+        smooth = -lp.mean(dim=-1)  # (N,)
+        ctx.save_for_backward(lp, target)
+        ctx.epsilon = epsilon
+        ctx.dtype = logits.dtype
+        ctx.mark_non_differentiable(nll)
+        return (1.0 - epsilon) * nll + epsilon * smooth, nll
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, None, None]:
+        lp, target = ctx.saved_tensors
+        eps = ctx.epsilon
+        grad = lp.exp()  # softmax, (N, V)
+        if eps:
+            grad.sub_(eps / grad.size(-1))
+        rows = torch.full_like(grad_loss, eps - 1.0, dtype=grad.dtype).unsqueeze(-1)
+        grad.scatter_add_(-1, target.unsqueeze(-1), rows)
+        grad.mul_(grad_loss.unsqueeze(-1))
+        return grad.to(ctx.dtype), None, None
 
 
 def label_smoothed_nll(
@@ -16,22 +55,24 @@ def label_smoothed_nll(
 
     The smoothed target puts ``1 - epsilon`` on the reference token and ``epsilon / V`` on every token
     (the reference included), as ``torch.nn.functional.cross_entropy(label_smoothing=epsilon)``:
-    ``loss = (1 - epsilon) * nll + epsilon * mean_v(-log p_v)``.
+    ``loss = (1 - epsilon) * nll + epsilon * mean_v(-log p_v)``. Computed in float32 whatever the
+    logits' dtype, with a hand-written backward (:class:`_SmoothedNLL`).
 
     Example:
         >>> logits = torch.tensor([[2.0, 0.0, 0.0]]); target = torch.tensor([0])
         >>> loss, nll = label_smoothed_nll(logits, target, epsilon=0.0)
         >>> bool(torch.isclose(loss, nll))
         True
+        >>> x = torch.randn(5, 7); t = torch.tensor([1, 0, 6, -100, 3])
+        >>> ref = torch.nn.functional.cross_entropy(x, t, label_smoothing=0.1, reduction="sum")
+        >>> bool(torch.isclose(label_smoothed_nll(x, t, epsilon=0.1)[0], ref))
+        True
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1)  # computed once for both losses
     keep = target.ne(ignore_index)
-    safe = target.masked_fill(~keep, 0)
-    nll = -lprobs.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (N,)
-    smooth = -lprobs.mean(dim=-1)  # (N,): mean over the vocabulary
-    loss = ((1.0 - epsilon) * nll + epsilon * smooth).masked_fill(~keep, 0.0).sum()
-    nll = nll.detach().masked_fill(~keep, 0.0).sum()
-    return loss, nll
+    if not bool(keep.all()):
+        logits, target = logits[keep], target[keep]
+    loss, nll = _SmoothedNLL.apply(logits, target, epsilon)
+    return loss.sum(), nll.sum()
 
 
 class TranslationLoss(nn.Module):

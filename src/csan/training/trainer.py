@@ -41,13 +41,14 @@ from tqdm import tqdm
 from csan import checkpoint as ckpt
 from csan.config import Config, TrainConfig, dump_config
 from csan.errors import CsanError
+from csan.machine import RuntimeChoice, choose_runtime, describe_machine, machine_info
 from csan.models import build_model
 from csan.training import state as trainer_state
 from csan.training.data import TrainingData, load_training_data
 from csan.training.distributed import DistInfo, all_reduce_sum, any_rank, init_distributed, shutdown
 from csan.training.loss import TranslationLoss
 from csan.training.safety import RunLock, StopRequest, trim_metrics
-from csan.training.schedule import make_schedule
+from csan.training.schedule import budget_progress, budget_schedule, make_schedule
 
 __all__ = ["TrainResult", "pick_device", "train"]
 
@@ -69,6 +70,7 @@ class TrainResult:
     model_dir: Path
     stop_reason: str  # "max_steps=200", "max_minutes=60", "max_epochs=5" or "signal SIGTERM"
     interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
+    mode: str = ""  # what the run computed with: "bf16 + compile", "float32 eager", ...
 
 
 def pick_device(name: str) -> torch.device:
@@ -114,6 +116,11 @@ def check_train_config(tc: TrainConfig) -> None:
             raise CsanError(f"train.{key}={value}: must be at least {least}")
     if not (tc.lr > 0 and math.isfinite(tc.lr)):
         raise CsanError(f"train.lr={tc.lr}: must be a positive number")
+    if tc.schedule == "budget" and not (tc.max_minutes or tc.max_steps or tc.max_epochs):
+        raise CsanError(
+            "train.schedule=budget: needs a budget to spread over "
+            "(train.max_minutes, train.max_steps or train.max_epochs)"
+        )
 
 
 def seed_everything(seed: int) -> None:
@@ -133,9 +140,16 @@ class Trainer:
         # config mistakes surface before the (possibly long) data preparation
         check_train_config(tc)
         try:
-            self.lr_at = make_schedule(
-                tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
-            )
+            if tc.schedule == "budget":
+                self.budget_lr = budget_schedule(
+                    lr=tc.lr,
+                    warmup_fraction=tc.warmup_fraction,
+                    cooldown_fraction=tc.cooldown_fraction,
+                )
+            else:
+                self.lr_at = make_schedule(
+                    tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
+                )
         except ValueError as e:
             raise CsanError(str(e)) from None
         self.device = pick_device(tc.device)
@@ -147,6 +161,12 @@ class Trainer:
             torch.cuda.set_device(self.device)
         if not self.is_main:
             log.setLevel(max(log.getEffectiveLevel(), logging.WARNING))  # rank 0 tells the story
+        self.runtime: RuntimeChoice = choose_runtime(
+            tc.cpu_bf16, tc.compile, device=self.device, cuda_bf16=tc.bf16, warn=self.is_main
+        )
+        if self.device.type == "cpu":
+            self.say(f"machine: {describe_machine().summary()}")
+        self.say(f"mode: {self.runtime.mode}: {'; '.join(self.runtime.reasons)}")
         seed_everything(tc.seed)
         resume_dir = ckpt.latest_checkpoint(self.out)
         spm_bytes = None
@@ -179,9 +199,11 @@ class Trainer:
         self.interrupted_by: str | None = None
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = -1
+        self.cooldown_step: int | None = None  # budget schedule: first step of the cooldown
+        self._last_progress = 0.0  # budget schedule: progress at the previous step
         if resume_dir is not None:
             self._resume(resume_dir)
-        if tc.compile:
+        if self.runtime.compile:
             self.loss_fn = torch.compile(self.loss_fn, dynamic=True)
 
     # -- bookkeeping ------------------------------------------------------------------------------
@@ -210,12 +232,56 @@ class Trainer:
             f.write(json.dumps(record) + "\n")
 
     def autocast(self):
-        tc = self.cfg.train
-        if self.device.type == "cuda" and tc.bf16:
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        if self.device.type == "cpu" and tc.cpu_bf16:
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+        if self.runtime.bf16 and self.device.type in ("cuda", "cpu"):
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return nullcontext()
+
+    # -- the learning-rate schedule ------------------------------------------------------------------
+    @property
+    def budget_steps(self) -> int:
+        """The step budget: ``train.max_steps``, or ``max_epochs`` epochs, whichever is smaller (0: none)."""
+        tc = self.cfg.train
+        limits = [tc.max_steps] if tc.max_steps else []
+        if tc.max_epochs:
+            per_epoch = -(-len(self.data.sampler) // tc.update_freq)
+            limits.append(tc.max_epochs * per_epoch)
+        return min(limits) if limits else 0
+
+    def budget_used(self, step: int) -> float:
+        """Schedule ``budget``: the fraction of the budget used at ``step`` (steps or wall time)."""
+        tc = self.cfg.train
+        return budget_progress(
+            step=step,
+            seconds=self.wall_seconds,
+            max_steps=self.budget_steps,
+            max_seconds=tc.max_minutes * 60,
+        )
+
+    def lr_for_step(self, step: int) -> float:
+        """The learning rate of optimizer step ``step`` (from 1)."""
+        if self.cfg.train.schedule == "budget":
+            return self.budget_lr(self.budget_used(step))
+        return self.lr_at(step)
+
+    def _cooldown_checkpoint_due(self) -> bool:
+        """Schedule ``budget``: a checkpoint at each of ``average_last`` points spread over the cooldown.
+
+        Records the first step of the cooldown, from which :func:`write_final_model` averages.
+        """
+        tc = self.cfg.train
+        if tc.schedule != "budget" or not tc.cooldown_fraction or tc.average_last < 2:
+            return False
+        start = 1.0 - tc.cooldown_fraction
+        p = self.budget_used(self.step)
+        before, self._last_progress = self._last_progress, p
+        if p < start:
+            return False
+        if self.cooldown_step is None:
+            self.cooldown_step = self.step
+            return True
+        # points start + c * k / N, k = 1 .. N - 1 (the last checkpoint comes with the stop)
+        width = tc.cooldown_fraction / tc.average_last
+        return math.floor((p - start) / width) > math.floor((max(before, start) - start) / width)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save_checkpoint(self, *, is_best: bool = False) -> None:
@@ -239,6 +305,7 @@ class Trainer:
             "wall_seconds": self.wall_seconds,
             "tokens_seen": self.tokens_seen,
             "best": self.best,
+            "cooldown_step": self.cooldown_step,
         }
         tensors, meta = trainer_state.capture(self.optimizer, counters)
 
@@ -261,6 +328,10 @@ class Trainer:
         keep = {p.read_text().strip() for p in (root / "LAST", root / "BEST") if p.is_file()}
         steps = [p.name for p in ckpt.step_folders(self.out)]
         keep.update(steps[-max(self.cfg.train.keep_last, self.cfg.train.average_last, 1) :])
+        if (
+            self.cooldown_step is not None
+        ):  # every checkpoint of the cooldown is averaged at the end
+            keep.update(p for p in steps if int(p.split("_")[1]) >= self.cooldown_step)
         for name in steps:
             if name not in keep:
                 ckpt.remove_folder(root / name)
@@ -275,6 +346,7 @@ class Trainer:
         self.wall_before = meta.get("wall_seconds", meta["train_seconds"])
         self.tokens_seen = meta["tokens_seen"]
         self.best = meta["best"]
+        self.cooldown_step = meta.get("cooldown_step")
         self.last_ckpt_step = self.step
         self.say(f"resuming from step {self.step} ({folder})")
 
@@ -310,7 +382,7 @@ class Trainer:
         if not (math.isfinite(sum_loss) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             return {"skipped": True, "loss": sum_loss, "grad_norm": grad_norm}
-        lr = self.lr_at(self.step + 1)
+        lr = self.lr_for_step(self.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -479,9 +551,10 @@ class Trainer:
                         self._log_train(mean, tok_s)
                         window_tokens, window_loss, window_nll = 0.0, 0.0, 0.0
                         window_start = time.monotonic()
+                    cooldown_point = self._cooldown_checkpoint_due()
                     if tc.validate_every and self.step % tc.validate_every == 0:
                         self._validate_and_save()
-                    elif self._checkpoint_due():
+                    elif self._checkpoint_due() or cooldown_point:
                         self.save_checkpoint()
                 reason = self.stop_vote(stop)
                 if reason:
@@ -597,9 +670,11 @@ class Trainer:
             model_dir=model_dir,
             stop_reason=stop_reason,
             interrupted_by=self.interrupted_by,
+            mode=self.runtime.mode,
         )
         if self.is_main:
             record = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
+            record["machine"] = machine_info(self.device)
             ckpt.atomic_write_text(self.out / "results.json", json.dumps(record, indent=2) + "\n")
             self.say(
                 f"trained {result.steps} steps ({result.epochs:.2f} epochs) in {wall / 60:.1f} min "

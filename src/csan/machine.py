@@ -1,0 +1,277 @@
+"""What machine this is, and what ``auto`` chooses on it.
+
+Two questions decide how fast a CPU trains: does it compute bf16 matrix products natively
+(AVX512-BF16 or AMX; elsewhere oneDNN emulates them, 40-60x slower than float32), and does
+``torch.compile`` pay for its compilation on it. :func:`describe_machine` answers the first from what
+PyTorch itself will use (its CPU capability and oneDNN's bf16 support, so that
+``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` is seen as a CPU without native bf16), and
+:func:`choose_runtime` turns ``train.cpu_bf16`` / ``train.compile`` (``"auto"``, ``true``, ``false``) into
+what a run does, with the reason. :func:`machine_info` is the one record kept with every result.
+
+Example:
+    >>> m = describe_machine()
+    >>> m.capability in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "NEON", "SVE256")
+    True
+    >>> choice = choose_runtime("auto", "auto", device="cpu", machine=m)
+    >>> choice.bf16 == m.native_bf16
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+__all__ = [
+    "Machine",
+    "RuntimeChoice",
+    "Switch",
+    "choose_runtime",
+    "describe_machine",
+    "machine_info",
+]
+
+Switch = bool | Literal["auto"]  # the type of train.cpu_bf16 and train.compile
+
+# /proc/cpuinfo flags recorded with every result: they tell the CPU kinds apart
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+# environment variables that change what PyTorch computes with, or how fast
+ENV_KEYS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "THP_MEM_ALLOC_ENABLE",
+)
+# bf16 matrix products without hardware support, against float32 (PEERS.md: 4096x256 @ 256x1024 took
+# 2,646 ms in bf16 and 45 ms in float32 on an AVX2 EPYC; 2,676 against 64 ms on another)
+EMULATED_BF16_SLOWDOWN = "40-60x"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The hardware a process computes on, as PyTorch sees it.
+
+    ``capability`` is ``torch.backends.cpu.get_cpu_capability()`` (the vector ISA ATen dispatches to);
+    ``native_bf16`` is True when oneDNN computes bf16 matrix products in hardware; ``flags`` are the
+    /proc/cpuinfo flags of :data:`CPU_FLAGS` (what the chip has, whatever PyTorch was told to use).
+    """
+
+    cpu: str
+    capability: str
+    native_bf16: bool
+    cores: int
+    threads: int
+    flags: dict[str, bool] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: model, capability, bf16, threads.
+
+        Example:
+            >>> Machine("AMD EPYC", "AVX2", False, 2, 2, {"avx2": True}).summary()
+            'AMD EPYC, 2 cores; ATen capability AVX2, bf16 emulated (no AVX512-BF16/AMX); 2 threads'
+        """
+        bf16 = "native bf16" if self.native_bf16 else "bf16 emulated (no AVX512-BF16/AMX)"
+        return (
+            f"{self.cpu}, {self.cores} cores; ATen capability {self.capability}, {bf16}; "
+            f"{self.threads} threads"
+        )
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
+    """CPU model name and flags from /proc/cpuinfo (Linux); elsewhere the platform's name, no flags."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return model, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and value.strip():
+            model = value.strip()
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    return model, flags
+
+
+def _native_bf16(capability: str) -> bool:
+    """oneDNN computes bf16 GEMMs natively (AVX512-BF16, AMX) and ATen may use them."""
+    if capability in ("DEFAULT", "AVX2"):
+        return False  # capped below AVX512 (or emulated there): bf16 products are emulated
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _describe(threads: int) -> Machine:
+    model, flags = _cpuinfo()
+    capability = torch.backends.cpu.get_cpu_capability()
+    return Machine(
+        cpu=model,
+        capability=capability,
+        native_bf16=_native_bf16(capability),
+        cores=os.cpu_count() or 1,
+        threads=threads,
+        flags={name: name in flags for name in CPU_FLAGS},
+    )
+
+
+def describe_machine() -> Machine:
+    """The CPU of this process (cached; ``threads`` is read at each call).
+
+    Example:
+        >>> describe_machine().cores >= 1
+        True
+    """
+    return _describe(torch.get_num_threads())
+
+
+@dataclass(frozen=True)
+class RuntimeChoice:
+    """What a run computes with: bf16 autocast or float32, compiled or eager, and why."""
+
+    bf16: bool
+    compile: bool
+    reasons: tuple[str, ...]
+
+    @property
+    def mode(self) -> str:
+        """``"bf16 + compile"``, ``"float32 eager"``, ...
+
+        Example:
+            >>> RuntimeChoice(bf16=False, compile=True, reasons=()).mode
+            'float32 + compile'
+        """
+        return f"{'bf16' if self.bf16 else 'float32'} {'+ compile' if self.compile else 'eager'}"
+
+
+def choose_runtime(
+    cpu_bf16: Switch,
+    compile: Switch,
+    *,
+    device: str | torch.device = "cpu",
+    cuda_bf16: bool = True,
+    machine: Machine | None = None,
+    warn: bool = True,
+) -> RuntimeChoice:
+    """Resolve ``train.cpu_bf16`` and ``train.compile`` for ``device`` on ``machine``.
+
+    On the CPU, ``"auto"`` means bf16 autocast and ``torch.compile`` where the CPU computes bf16
+    natively (there compile fuses the casts and element-wise work around the bf16 products: 1.6x in
+    ``csan bench train``), and float32 eager elsewhere (where inductor's float32 code was slower than
+    eager in the same bench: see benchmarks/results/train-*). An explicit ``True`` for bf16 on a CPU
+    without native bf16 is obeyed with a warning naming the expected slowdown. On CUDA, bf16 follows
+    ``train.bf16`` (``cuda_bf16``) and ``"auto"`` compile stays off (not measured on a GPU yet).
+
+    Example:
+        >>> slow = Machine("AMD EPYC", "AVX2", False, 2, 2)
+        >>> choose_runtime("auto", "auto", machine=slow).mode
+        'float32 eager'
+        >>> fast = Machine("AMD EPYC", "AVX512", True, 2, 2)
+        >>> choose_runtime("auto", "auto", machine=fast).mode
+        'bf16 + compile'
+        >>> choose_runtime(False, "auto", machine=fast).mode
+        'float32 eager'
+    """
+    device = torch.device(device)
+    machine = machine or describe_machine()
+    reasons: list[str] = []
+    if device.type == "cuda":
+        bf16 = cuda_bf16
+        reasons.append(f"bf16 autocast {'on' if bf16 else 'off'} on CUDA (train.bf16)")
+        use_compile = compile is True
+        reasons.append(
+            "compile on (train.compile=true)"
+            if use_compile
+            else "compile off ("
+            + ("auto: not measured on a GPU yet" if compile == "auto" else "train.compile=false")
+            + ")"
+        )
+        return RuntimeChoice(bf16=bf16, compile=use_compile, reasons=tuple(reasons))
+    native = machine.native_bf16
+    if cpu_bf16 == "auto":
+        bf16 = native
+        reasons.append(
+            "bf16 autocast (auto: the CPU computes bf16 natively)"
+            if native
+            else f"float32 (auto: capability {machine.capability} has no native bf16; "
+            f"emulated bf16 products are {EMULATED_BF16_SLOWDOWN} slower)"
+        )
+    else:
+        bf16 = bool(cpu_bf16)
+        reasons.append(
+            f"{'bf16 autocast' if bf16 else 'float32'} (train.cpu_bf16={str(bf16).lower()})"
+        )
+        if bf16 and not native and warn:
+            _warn_emulated_bf16(machine.cpu, machine.capability)
+    if compile == "auto":
+        use_compile = bf16 and native
+        reasons.append(
+            "compile on (auto: fuses the work around native bf16 products)"
+            if use_compile
+            else "compile off (auto: inductor's float32 CPU code is slower than eager here)"
+        )
+    else:
+        use_compile = bool(compile)
+        reasons.append(
+            f"compile {'on' if use_compile else 'off'} (train.compile={str(use_compile).lower()})"
+        )
+    return RuntimeChoice(bf16=bf16, compile=use_compile, reasons=tuple(reasons))
+
+
+@functools.cache
+def _warn_emulated_bf16(cpu: str, capability: str) -> None:
+    """Once per process and machine."""
+    warnings.warn(
+        f"train.cpu_bf16=true on a CPU without native bf16 ({cpu}, ATen capability "
+        f"{capability}): bf16 matrix products are emulated there, {EMULATED_BF16_SLOWDOWN} "
+        "slower than float32; training will crawl. Use train.cpu_bf16=auto (float32 here).",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def machine_info(device: str | torch.device = "cpu", **extra: Any) -> dict[str, Any]:
+    """The record kept with every result: CPU and its kind, threads, versions, settings, GPU.
+
+    ``extra`` is added as is (a run's ``mode``, the command, ...).
+
+    Example:
+        >>> info = machine_info("cpu", command="csan bench train")
+        >>> {"cpu", "capability", "native_bf16", "avx512_bf16", "threads", "command"} <= set(info)
+        True
+    """
+    device = torch.device(device)
+    m = describe_machine()
+    info: dict[str, Any] = {
+        "cpu": m.cpu,
+        "capability": m.capability,
+        "native_bf16": m.native_bf16,
+        **m.flags,
+        "cores": m.cores,
+        "threads": m.threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+    }
+    for name in ENV_KEYS:
+        info[name] = os.environ.get(name, "")
+    try:
+        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
+        info["transparent_hugepage"] = thp
+    except OSError:
+        pass
+    info.update(extra)
+    return info

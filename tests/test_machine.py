@@ -1,0 +1,110 @@
+"""What ``auto`` chooses: bf16 and compile only where the CPU computes bf16 natively.
+
+The capability is faked both ways (a :class:`Machine` given directly, PyTorch's probes patched, and a
+real process started with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``), so these tests pass
+on a CPU with native bf16 and on one without.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from csan import machine as machine_mod
+from csan.config import load_config
+from csan.errors import CsanError
+from csan.machine import Machine, choose_runtime, describe_machine, machine_info
+
+NATIVE = Machine("AMD EPYC (Zen 5)", "AVX512", True, 2, 2, {"avx512_bf16": True})
+AVX2 = Machine("AMD EPYC (Zen 3)", "AVX2", False, 2, 2, {"avx512_bf16": False})
+
+
+@pytest.mark.parametrize(("machine", "mode"), [(NATIVE, "bf16 + compile"), (AVX2, "float32 eager")])
+def test_auto_follows_native_bf16(machine: Machine, mode: str) -> None:
+    choice = choose_runtime("auto", "auto", device="cpu", machine=machine)
+    assert choice.mode == mode
+    assert all("auto" in reason for reason in choice.reasons)
+
+
+def test_explicit_settings_are_obeyed() -> None:
+    assert choose_runtime(False, False, machine=NATIVE).mode == "float32 eager"
+    assert choose_runtime(False, "auto", machine=NATIVE).mode == "float32 eager"
+    assert choose_runtime(False, True, machine=AVX2).mode == "float32 + compile"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert choose_runtime(True, "auto", machine=AVX2).mode == "bf16 eager"
+
+
+def test_forced_bf16_without_native_support_warns_once() -> None:
+    machine = Machine("a CPU of this test", "AVX2", False, 2, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        choose_runtime(True, False, machine=machine)
+        choose_runtime(True, False, machine=machine)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1
+    assert "emulated" in messages[0] and "40-60x" in messages[0] and "AVX2" in messages[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        choose_runtime(True, False, machine=NATIVE)
+    assert not caught
+
+
+def test_cuda_keeps_its_own_bf16_switch() -> None:
+    choice = choose_runtime("auto", "auto", device="cuda", cuda_bf16=True, machine=AVX2)
+    assert choice.bf16 and not choice.compile
+
+
+@pytest.mark.parametrize(("capability", "mkldnn_bf16", "native"), [
+    ("AVX512", True, True),
+    ("AVX512", False, False),
+    ("AVX2", True, False),  # capped at AVX2: bf16 products are emulated whatever oneDNN reports
+    ("DEFAULT", False, False),
+])  # fmt: skip
+def test_describe_machine_reads_torch(monkeypatch, capability, mkldnn_bf16, native) -> None:
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: mkldnn_bf16)
+    machine_mod._describe.cache_clear()
+    try:
+        m = describe_machine()
+        assert (m.capability, m.native_bf16) == (capability, native)
+        assert choose_runtime("auto", "auto", machine=m).bf16 is native
+    finally:
+        machine_mod._describe.cache_clear()
+
+
+def test_avx2_process_is_seen_without_native_bf16() -> None:
+    """The variables the issue names make a process see an AVX2 CPU, whatever this CPU is."""
+    code = (
+        "import json; from csan.machine import describe_machine, choose_runtime; "
+        "m = describe_machine(); "
+        "print(json.dumps([m.capability, m.native_bf16, choose_runtime('auto', 'auto').mode]))"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == ["AVX2", False, "float32 eager"]
+
+
+def test_machine_record_has_the_cpu_kind() -> None:
+    info = machine_info("cpu", command="x")
+    for key in ("cpu", "capability", "native_bf16", "avx2", "avx512f", "avx512_bf16", "amx_bf16"):
+        assert key in info
+    assert info["command"] == "x"
+    assert info["ATEN_CPU_CAPABILITY"] == os.environ.get("ATEN_CPU_CAPABILITY", "")
+
+
+def test_config_takes_auto_true_false_and_names_a_bad_value() -> None:
+    assert load_config("multi30k-small").train.cpu_bf16 == "auto"
+    assert load_config("multi30k-small").train.compile == "auto"
+    cfg = load_config("multi30k-small", ["train.cpu_bf16=false", "train.compile=true"])
+    assert (cfg.train.cpu_bf16, cfg.train.compile) == (False, True)
+    with pytest.raises(CsanError, match=r"train.compile: expected bool or 'auto', got 'sometimes'"):
+        load_config("tiny", ["train.compile=sometimes"])
