@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from csan.bench import machine_info
+    from csan.machine import machine_info
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

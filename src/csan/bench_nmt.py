@@ -4,7 +4,8 @@
 (same embeddings tied to the output layer, same dropout, pre- or post-norm alike), trained side by side
 on the same real batches, alternating step by step (the order rotating) so that all see the same machine state. Reported:
 median step time (forward, backward, Adam) and target tokens per second, csan both in plain float32
-eager mode and in the preset's own mode (bf16 autocast / torch.compile when the preset sets them).
+eager mode and in the mode ``auto`` picks on this machine (bf16 autocast and torch.compile where the CPU
+computes bf16 natively; see :mod:`csan.machine`).
 
 ``csan bench translate``: sentences per second of beam search on a test set with a trained model.
 
@@ -114,9 +115,12 @@ def run_train_bench(
     warmup: int = 5,
     overrides: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Median step time of csan (float32 eager, and the preset's mode) and torch.nn.Transformer.
+    """Median step time of csan (float32 eager, and the mode ``auto`` picks) and torch.nn.Transformer.
 
-    All three train on the same ``steps`` real batches of the preset's corpus, interleaved.
+    All three train on the same ``steps`` real batches of the preset's corpus, interleaved. The second
+    csan row runs what the preset's ``train.cpu_bf16`` / ``train.compile`` choose on this machine
+    (:func:`csan.machine.choose_runtime`); where that is float32 eager too, the two csan rows are
+    two models in the same mode (their difference is the bench's noise).
     """
     from csan.config import load_config
     from csan.models import build_model
@@ -142,17 +146,21 @@ def run_train_bench(
         contextlib.nullcontext,
     )
     tc = cfg.train
-    if tc.cpu_bf16 or tc.compile:
-        ours2 = build_model(m, len(data.spm))
-        fast = TranslationLoss(ours2, epsilon=tc.label_smoothing)
-        fast_fn = torch.compile(fast, dynamic=True) if tc.compile else fast
-        ctx = (
-            (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
-            if tc.cpu_bf16
-            else contextlib.nullcontext
-        )
-        mode = "+".join(x for x, on in (("bf16", tc.cpu_bf16), ("compile", tc.compile)) if on)
-        add(f"csan {mode}", ours2, lambda b: fast_fn(b.src, b.tgt_in, b.tgt_out)[0], ctx)
+    from csan.machine import choose_runtime
+
+    auto = choose_runtime(tc.cpu_bf16, tc.compile, device="cpu", warn=False)
+    ours2 = build_model(m, len(data.spm))
+    fast = TranslationLoss(ours2, epsilon=tc.label_smoothing)
+    fast_fn = torch.compile(fast, dynamic=True) if auto.compile else fast
+    ctx = (
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        if auto.bf16
+        else contextlib.nullcontext
+    )
+    setting = "auto" if "auto" in (tc.cpu_bf16, tc.compile) else "preset"
+    add(
+        f"csan {setting}: {auto.mode}", ours2, lambda b: fast_fn(b.src, b.tgt_in, b.tgt_out)[0], ctx
+    )
     ref = TorchTransformer(
         vocab=len(data.spm),
         d_model=m.d_model,
@@ -398,14 +406,17 @@ def run_translate_bench(
 
 
 def _save(kind: str, payload: dict[str, Any], table: str, out: Path) -> Path:
-    from csan.bench import machine_info
+    from csan.machine import machine_info
 
     out.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y-%m-%d")
+    from csan.machine import describe_machine
+
     payload = {"machine": machine_info(torch.device("cpu")), **payload}
     path = out / f"{kind}-cpu-{stamp}"
     path.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    path.with_suffix(".md").write_text(table + "\n", encoding="utf-8")
+    header = f"Machine: {describe_machine().summary()}; torch {torch.__version__}.\n\n"
+    path.with_suffix(".md").write_text(header + table + "\n", encoding="utf-8")
     return path
 
 
