@@ -120,7 +120,8 @@ def run_train_bench(
     All three train on the same ``steps`` real batches of the preset's corpus, interleaved. The second
     csan row runs what the preset's ``train.cpu_bf16`` / ``train.compile`` choose on this machine
     (:func:`csan.machine.choose_runtime`); where that is float32 eager too, the two csan rows are
-    two models in the same mode (their difference is the bench's noise).
+    two models in the same mode (their difference is the bench's noise). Every system steps with
+    PyTorch's fused Adam, as the trainer does.
     """
     from csan.config import load_config
     from csan.models import build_model
@@ -179,7 +180,7 @@ def run_train_bench(
     )
 
     optimizers = {
-        n: torch.optim.Adam(mod.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        n: torch.optim.Adam(mod.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
         for n, (_, mod, _) in systems.items()
     }
     times: dict[str, list[float]] = {n: [] for n in systems}

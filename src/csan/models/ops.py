@@ -1,8 +1,8 @@
 """Small building blocks shared by the models.
 
 :func:`dropout` is a faster CPU dropout: PyTorch's draws a float Bernoulli per element, which on a
-2-core CPU costs more than the layer's matmuls; this one draws one random byte per element and keeps
-it when ``byte >= round(p * 256)``. The drop probability is therefore ``p`` rounded to a multiple of
+2-core CPU costs more than the layer's matmuls; this one draws one random byte per element (four from
+each 32-bit draw) and keeps it when ``byte >= round(p * 256)``. The drop probability is therefore ``p`` rounded to a multiple of
 1/256 (0.3 -> 77/256 = 0.3008), and kept values are scaled by ``256 / (256 - round(p * 256))`` so the
 expectation is unchanged. On CUDA it is ``torch.nn.functional.dropout``.
 """
@@ -21,16 +21,19 @@ __all__ = ["dropout"]
 class _ByteDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, threshold: int) -> Tensor:
-        keep = torch.randint(0, 256, x.shape, dtype=torch.uint8, device=x.device) >= threshold
-        scale = 256.0 / (256 - threshold)
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return torch.where(keep, x * scale, 0.0)
+        n = x.numel()
+        # 32 random bits make 4 bytes: a tenth of the time of drawing uint8 values one by one
+        bits = torch.empty((n + 3) // 4, dtype=torch.int32, device=x.device)
+        bits.random_(-(2**31), 2**31)
+        keep = bits.view(torch.uint8)[:n].view(x.shape) >= threshold
+        mask = keep.to(x.dtype).mul_(256.0 / (256 - threshold))  # 0, or the scale of kept values
+        ctx.save_for_backward(mask)
+        return x * mask
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        (keep,) = ctx.saved_tensors
-        return torch.where(keep, grad * ctx.scale, 0.0), None
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
