@@ -314,24 +314,24 @@ def test_budget_schedule_over_steps_averages_the_cooldown(
 def test_budget_schedule_over_minutes_is_complete(
     tmp_path: Path, tiny_overrides: list[str]
 ) -> None:
-    """A 6-second budget: whatever this machine's speed, the run warms up, peaks and cools down."""
+    """A 15-second budget: whatever this machine's speed, the run warms up, peaks and cools down."""
     cfg = load_config(
         "tiny",
         [
             *tiny_overrides,
             "train.schedule=budget",
             "train.max_steps=0",
-            "train.max_minutes=0.1",
+            "train.max_minutes=0.25",
             "train.validate_every=0",
             "train.average_last=3",
             "train.log_every=1",
         ],
     )
     result = train(cfg, tmp_path, progress=False)
-    assert result.stop_reason == "max_minutes=0.1"
+    assert result.stop_reason == "max_minutes=0.25"
     lrs = _train_lrs(tmp_path)
-    assert len(lrs) >= 20, "too few steps in 6 s to see the schedule"
-    assert max(lrs) > 0.9 * cfg.train.lr
+    assert len(lrs) >= 12, "too few steps in 15 s to see the schedule"
+    assert max(lrs) > 0.85 * cfg.train.lr
     assert lrs[-1] < 0.15 * cfg.train.lr
     meta = json.loads((tmp_path / "model" / "config.json").read_text())
     assert meta["made_from"].startswith("average of")
@@ -369,6 +369,7 @@ def test_main_preset_trains_in_the_mode_auto_picks(tmp_path: Path, multi30k_dir:
             "train.valid_bleu=false",
             "train.evaluate_test=false",
             "train.checkpoint_minutes=0",
+            "train.log_every=1",
         ],
     )
     result = train(cfg, tmp_path, progress=False)
