@@ -1,30 +1,44 @@
-"""Attention benchmark: dense (band-masked SDPA, O(T^2)) against the O(T*M) kernels.
+"""Attention benchmark: csan's kernels against one band-masked SDPA call (O(T^2)).
 
 Run it as ``csan bench attention [--lengths ...] [--device ...] [--out DIR]`` (or
-``python -m csan.bench``); results go to ``<out>/attention-<device>-<date>.{json,md}`` with the machine.
+``python -m csan.bench``); results go to ``<out>/attention-<device>-<date>.{json,md}`` with the machine
+(:func:`csan.machine.machine_info`) and the harness (:func:`harness`).
+
+Backends: ``sdpa`` is the reference every ratio divides by: one
+``torch.nn.functional.scaled_dot_product_attention`` call with a boolean band mask built once, outside the
+timed region; for head window ``N > 1`` it is the dense 2D-CSAN formulation (``csan.kernels.dense``): the
+keys and values of each head's ``N`` neighbouring heads (wrapped) gathered into one key axis of ``N*T``
+(the gather is timed: it is part of the maths) under one (T, N*T) mask. ``dense`` is csan's dense kernel,
+``blocked`` the O(T*M) kernel, ``flex`` flex attention (CUDA), ``auto`` what ``local_attention`` picks.
+``benchmarks/plain_attention.py`` times ``auto`` against the same ``sdpa`` the way a user's script does.
 
 What is measured, per (case, time, head window, backend):
 
 - ``forward_ms``: median wall time of an inference forward (``torch.no_grad``), after warm-up runs.
-- ``train_ms``: median wall time of forward + backward (gradients of q, k, v).
+- ``train_ms``: median wall time of forward + ``out.sum().backward()`` (gradients of q, k, v; the output
+  gradient is the expanded, stride-0 tensor that ``.sum()`` gives, as in most user code).
   The backends of one case are timed interleaved: each round runs every backend once, in an order that
   rotates from round to round, so a slow spell of the machine does not land on one backend only.
 - ``peak_mib``: the peak of live tensor memory during one forward + backward, above what was live before
-  it (inputs excluded; the output and the three gradients included). CPU: every allocation and free the
-  PyTorch CPU allocator reports to ``torch.profiler`` (``profile_memory=True``), replayed in time order;
-  CUDA: ``torch.cuda.max_memory_allocated``. Allocator caches and the Python heap are not counted.
+  it (inputs and the sdpa mask excluded; the output and the three gradients included). CPU: every
+  allocation and free the PyTorch CPU allocator reports to ``torch.profiler`` (``profile_memory=True``),
+  replayed in time order; CUDA: ``torch.cuda.max_memory_allocated``. Allocator caches and the Python heap
+  are not counted.
 - ``workspace_mib``: ``peak_mib`` minus the output and the three gradients, which every backend must
   return: the memory a kernel needs beyond its inputs and results.
 
-Cases: ``long`` sweeps ``lengths`` at ``batch``; ``sentence`` is a batch of 64 x 32 tokens. Dense is skipped
-("oom-skipped") when its memory, extrapolated as T^2 from the previous length, would pass 8 GiB.
+Cases: ``long`` sweeps ``lengths`` at ``batch``; ``sentence`` is a batch of 64 x 32 tokens. The O(T^2)
+backends (sdpa, dense) are skipped ("oom-skipped") when their memory, extrapolated as T^2 from the
+previous length, would pass 8 GiB.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -33,15 +47,26 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from csan.machine import machine_info
 
-__all__ = ["DEFAULT_LENGTHS", "machine_info", "main", "run_attention_bench", "write_results"]
+__all__ = [
+    "DEFAULT_LENGTHS",
+    "harness",
+    "machine_info",
+    "main",
+    "run_attention_bench",
+    "sdpa_reference",
+    "write_results",
+]
 
 DEFAULT_LENGTHS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SENTENCE = (64, 32)  # (batch, time) of the "sentence" case
 MAX_DENSE_BYTES = 8 * 2**30
+QUADRATIC = ("sdpa", "dense")  # O(T^2) memory: skipped when too big
+REFERENCE = "sdpa"  # the backend every ratio divides by
 MIB = 2**20
 
 Kernel = Callable[..., Tensor]
@@ -54,6 +79,7 @@ def _kernels(device: torch.device) -> dict[str, Kernel | None]:
     from csan.kernels.flex import flex_available, flex_local_attention
 
     kernels: dict[str, Kernel | None] = {
+        "sdpa": sdpa_reference,
         "dense": dense_local_attention,
         "blocked": blocked_local_attention,
         "flex": flex_local_attention if flex_available(device) else None,
@@ -65,6 +91,70 @@ def _kernels(device: torch.device) -> dict[str, Kernel | None]:
     except ImportError:  # functional.py not there yet
         kernels["auto"] = None
     return kernels
+
+
+def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, *, window: int, head_window: int = 1) -> Tensor:
+    """One band-masked SDPA call; its mask and head index come from :func:`_sdpa_masks`, built once
+    per shape (outside the timed region once warmed up), as a user would prebuild them.
+
+    Example:
+        >>> q = torch.randn(1, 4, 9, 8)
+        >>> sdpa_reference(q, q, q, window=3, head_window=3).shape
+        torch.Size([1, 4, 9, 8])
+    """
+    batch, heads, time_, d_h = q.shape
+    band, index = _sdpa_masks(time_, heads, window, head_window, q.device)
+    if (
+        index is not None
+    ):  # (b, h, N, T, d_h) -> (b, h, N*T, d_h): slot s of head h is head index[h, s]
+        k = k[:, index].reshape(batch, heads, head_window * time_, d_h)
+        v = v[:, index].reshape(batch, heads, head_window * time_, d_h)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=band)
+
+
+@functools.lru_cache(maxsize=4)
+def _sdpa_masks(
+    time_: int, heads: int, window: int, head_window: int, device: torch.device
+) -> tuple[Tensor, Tensor | None]:
+    """(T, N*T) bool band mask (the band repeated per head slot) and the (H, N) wrapped head index."""
+    i = torch.arange(time_, device=device)
+    band = (i[None, :] - i[:, None]).abs() <= window // 2  # (T, T)
+    if head_window == 1:
+        return band, None
+    n = head_window // 2
+    index = (
+        torch.arange(heads, device=device)[:, None] + torch.arange(-n, n + 1, device=device)
+    ) % heads
+    return band.repeat(1, head_window), index
+
+
+def harness(
+    device: torch.device, *, threads_set: bool, repeats: int, warmup: int
+) -> dict[str, Any]:
+    """What the bench sets and how it times: written with every result, so that a reader can rerun it
+    (or ``benchmarks/plain_attention.py``) under the same conditions.
+
+    Example:
+        >>> harness(torch.device("cpu"), threads_set=False, repeats=7, warmup=2)["gradients"]
+        'out.sum().backward() (expanded stride-0 output gradient)'
+    """
+    threads = torch.get_num_threads()
+    thp = os.environ.get("THP_MEM_ALLOC_ENABLE", "")
+    return {
+        "threads": f"{threads} ({'set by --threads' if threads_set else 'PyTorch default'})",
+        "THP_MEM_ALLOC_ENABLE": (
+            f"{thp!r} (huge pages for PyTorch's large CPU tensors; the csan CLI sets 1 unless set)"
+            if thp
+            else "unset (PyTorch's default allocator)"
+        ),
+        "gradients": "out.sum().backward() (expanded stride-0 output gradient)",
+        "reference": "sdpa: one band-masked scaled_dot_product_attention, mask built once outside "
+        "the timed region (N > 1: neighbouring heads' keys gathered into one N*T key axis, timed)",
+        "timing": f"median of {repeats} interleaved rounds after {warmup} warm-up rounds",
+        "memory": "torch.profiler CPU allocator events"
+        if device.type == "cpu"
+        else "torch.cuda.max_memory_allocated",
+    }
 
 
 def _sync(device: torch.device) -> None:
@@ -135,7 +225,6 @@ def _measure(
     gen = torch.Generator(device="cpu").manual_seed(0)
     shape = (batch, heads, time_, head_dim)
     q, k, v = (torch.randn(shape, generator=gen).to(device).requires_grad_() for _ in range(3))
-    grad = torch.randn(shape, generator=gen).to(device)
 
     def forward(kernel: Kernel) -> Callable[[], None]:
         def run() -> None:
@@ -146,7 +235,7 @@ def _measure(
 
     def train(kernel: Kernel) -> Callable[[], None]:
         def run() -> None:
-            kernel(q, k, v, **options).backward(grad)
+            kernel(q, k, v, **options).sum().backward()
             q.grad = k.grad = v.grad = None
 
         return run
@@ -175,9 +264,9 @@ def run_attention_bench(
     head_dim: int = 64,
     batch: int = 1,
     device: str | torch.device = "cpu",
-    repeats: int = 5,
-    warmup: int = 1,
-    backends: Sequence[str] = ("dense", "blocked", "flex", "auto"),
+    repeats: int = 7,
+    warmup: int = 2,
+    backends: Sequence[str] = ("sdpa", "dense", "blocked", "flex", "auto"),
     sentence: bool = True,
     memory: bool = True,
     max_dense_bytes: int = MAX_DENSE_BYTES,
@@ -192,7 +281,7 @@ def run_attention_bench(
     Example:
         >>> rows = run_attention_bench([64], head_windows=(1,), repeats=1, sentence=False, log=None)
         >>> sorted(r["backend"] for r in rows if r["status"] == "ok")
-        ['auto', 'blocked', 'dense']
+        ['auto', 'blocked', 'dense', 'sdpa']
     """
     device = torch.device(device)
     kernels = _kernels(device)
@@ -200,7 +289,8 @@ def run_attention_bench(
     if sentence:
         cases.append(("sentence", *SENTENCE))
     rows = []
-    dense_peak: dict[tuple[int, int], tuple[int, float]] = {}  # (batch, N) -> (time, peak bytes)
+    # (backend, batch, N) -> (time, peak bytes) of the O(T^2) backends
+    quadratic_peak: dict[tuple[str, int, int], tuple[int, float]] = {}
     for case, b, t in cases:
         for n in head_windows:
             options = {"window": window, "head_window": n}
@@ -214,7 +304,9 @@ def run_attention_bench(
                 kernel = kernels.get(name)
                 if kernel is None:
                     row["status"] = "unavailable"
-                elif name == "dense" and _dense_too_big(dense_peak.get((b, n)), t, max_dense_bytes):
+                elif name in QUADRATIC and _dense_too_big(
+                    quadratic_peak.get((name, b, n)), t, max_dense_bytes
+                ):
                     row["status"] = "oom-skipped"
                 else:
                     timed[name] = kernel
@@ -224,8 +316,8 @@ def run_attention_bench(
             measured = _measure(timed, options=options, device=device, **sizes, **runs)
             for row in group:
                 row.update(measured.get(row["backend"], {}))
-                if row["backend"] == "dense" and "peak_mib" in row:
-                    dense_peak[(b, n)] = (t, row["peak_mib"] * MIB)
+                if row["backend"] in QUADRATIC and "peak_mib" in row:
+                    quadratic_peak[(row["backend"], b, n)] = (t, row["peak_mib"] * MIB)
                 rows.append(row)
                 if log is not None:
                     log(_format_row(row))
@@ -255,15 +347,15 @@ def _ratio(num: float | None, den: float | None) -> str:
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """A markdown table of ``rows`` with the dense/backend ratios of time and workspace."""
-    dense = {
+    """A markdown table of ``rows`` with the sdpa/backend ratios of time and workspace."""
+    reference = {
         (r["case"], r["batch"], r["time"], r["head_window"]): r
         for r in rows
-        if r["backend"] == "dense" and r["status"] == "ok"
+        if r["backend"] == REFERENCE and r["status"] == "ok"
     }
     lines = [
         "| case | batch x time | N | backend | forward ms | fwd+bwd ms | peak MiB | workspace MiB "
-        "| dense/this fwd+bwd | dense/this workspace |",
+        f"| {REFERENCE}/this fwd+bwd | {REFERENCE}/this workspace |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -271,7 +363,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         if r["status"] != "ok":
             lines.append("| " + " | ".join([*cells, r["status"], "", "", "", "", ""]) + " |")
             continue
-        d = dense.get((r["case"], r["batch"], r["time"], r["head_window"]), {})
+        d = reference.get((r["case"], r["batch"], r["time"], r["head_window"]), {})
         cells += [
             f"{r['forward_ms']:.2f}",
             f"{r['train_ms']:.2f}",
@@ -285,21 +377,37 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 
 def write_results(
-    rows: list[dict[str, Any]], machine: dict[str, Any], out_dir: str | Path, *, command: str = ""
+    rows: list[dict[str, Any]],
+    machine: dict[str, Any],
+    out_dir: str | Path,
+    *,
+    command: str = "",
+    harness: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """Save ``rows`` as ``attention-<device>-<date>.json`` and ``.md`` in ``out_dir``; return both paths."""
+    """Save ``rows`` as ``attention-<device>-<date>.json`` and ``.md`` in ``out_dir`` with the machine and
+    the harness (see :func:`harness`); return both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.timezone.utc)
     stem = f"attention-{machine['device'].split(':')[0]}-{now:%Y-%m-%d}"
     json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
-    payload = {"date": now.isoformat(timespec="seconds"), "command": command, "machine": machine}
+    payload = {
+        "date": now.isoformat(timespec="seconds"),
+        "command": command,
+        "machine": machine,
+        "harness": harness or {},
+    }
     json_path.write_text(json.dumps({**payload, "rows": rows}, indent=2) + "\n")
     header = [f"# Attention benchmark, {payload['date']}", ""]
-    header += [f"- {key}: {value}" for key, value in machine.items()]
     if command:
-        header.append(f"- command: `{command}`")
-    header += ["", __doc__.split("What is measured", 1)[1].split("Cases:", 1)[0].strip(), "", ""]
+        header += [f"Command: `{command}`", ""]
+    header += ["## Machine", ""] + [f"- {key}: {value}" for key, value in machine.items()]
+    header += ["", "## Harness", ""] + [
+        f"- {key}: {value}" for key, value in (harness or {}).items()
+    ]
+    backends = "Backends:" + __doc__.split("Backends:", 1)[1].split("What is measured", 1)[0]
+    measured = "What is measured" + __doc__.split("What is measured", 1)[1]
+    header += ["", backends.strip(), "", measured.strip(), "", "## Results", "", ""]
     md_path.write_text("\n".join(header) + markdown_table(rows))
     return json_path, md_path
 
@@ -313,10 +421,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: PyTorch's)")
-    p.add_argument("--backends", nargs="+", default=["dense", "blocked", "flex", "auto"])
+    p.add_argument("--backends", nargs="+", default=["sdpa", "dense", "blocked", "flex", "auto"])
     p.add_argument("--no-sentence", action="store_true", help="skip the batch 64 x 32 case")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--out", default="benchmarks/results", help="folder for the .json and .md files")
@@ -346,8 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(markdown_table(rows))
     command = "csan bench attention " + " ".join(sys.argv[1:] if argv is None else argv)
+    setup = harness(
+        device, threads_set=args.threads is not None, repeats=args.repeats, warmup=args.warmup
+    )
     json_path, md_path = write_results(
-        rows, machine_info(device), args.out, command=command.strip()
+        rows, machine_info(device), args.out, command=command.strip(), harness=setup
     )
     print(f"wrote {json_path} and {md_path}")
     return 0

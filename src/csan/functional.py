@@ -32,7 +32,7 @@ __all__ = [
     "masked_softmax",
 ]
 
-BACKENDS = ("auto", "dense", "reference", "blocked")
+BACKENDS = ("auto", "dense", "reference", "blocked", "flex")
 # "auto" uses the blocked O(T*M) kernel from this many positions on (CPU only).
 BLOCKED_MIN_TIME = 128  # measured crossover on a 2-core CPU (benchmarks/results): ~96-128 at M=11
 BLOCKED_MIN_WINDOWS = 8  # ... and about 8 windows long (M=31 crosses at ~192-256)
@@ -86,8 +86,9 @@ def local_attention(
         head_boundary: ``"wrap"`` or ``"clip"``.
         dropout_p: dropout on the attention weights (pass 0 in evaluation).
         backend: ``"auto"`` (see :func:`choose_backend`), ``"dense"``, ``"reference"`` (slow, from the
-            definition) or ``"blocked"`` (the O(T*M) kernel; dense where it cannot do the call:
-            cached queries, fewer than the keys).
+            definition), ``"blocked"`` (the O(T*M) kernel) or ``"flex"`` (FlexAttention, CUDA only,
+            no dropout: a ``ValueError`` elsewhere). Blocked and flex use dense where they cannot do
+            the call: cached queries, fewer than the keys.
 
     Returns:
         (batch, heads, t_q, d_h).
@@ -122,9 +123,29 @@ def local_attention(
         backend = choose_backend(k.size(2), window, q.device)
     if backend == "reference":
         return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
-    if backend == "blocked" and q.size(2) == k.size(2):
+    if backend == "flex":
+        _check_flex(q.device, dropout_p)
+    same_length = q.size(2) == k.size(2)
+    if backend == "blocked" and same_length:
         return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
+    if backend == "flex" and same_length:
+        from csan.kernels.flex import flex_local_attention  # torch.compile machinery: on demand
+
+        return flex_local_attention(q, k, v, **options)
     return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
+
+
+def _check_flex(device: torch.device, dropout_p: float) -> None:
+    """Raise ``ValueError`` unless ``backend="flex"`` can run: CUDA, a PyTorch with flex, no dropout."""
+    from csan.kernels.flex import flex_available
+
+    if not flex_available(device):
+        raise ValueError(
+            f"backend='flex' needs a CUDA device and PyTorch >= 2.5 (flex attention); the tensors "
+            f"are on {device} (torch {torch.__version__}). Use backend='auto', 'dense' or 'blocked'."
+        )
+    if dropout_p > 0.0:
+        raise ValueError(f"backend='flex' has no attention dropout; got dropout_p={dropout_p!r}")
 
 
 def attention_mask(

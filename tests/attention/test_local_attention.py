@@ -174,3 +174,47 @@ def test_long_sequences_agree_with_reference(backend, causal):
     out = local_attention(q, k, v, backend=backend, **options)
     expected = local_attention(q, k, v, backend="reference", **options)
     torch.testing.assert_close(out, expected, atol=ATOL, rtol=ATOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("head_window", "time", "padded"), [(1, 40, False), (3, 40, True), (3, 9, False)]
+)
+def test_sum_backward_equals_explicit_ones_gradient(backend, head_window, time, padded):
+    """``out.sum().backward()`` hands the kernel an expanded, stride-0 gradient: it must give the same
+    gradients as an explicit dense ones-like gradient (and be no special case of the definition)."""
+    q, k, v = _inputs(2, 4, time, d_h=8)
+    mask = padding_mask([time, time - 5], time) if padded else None
+    options = {"window": 11, "head_window": head_window, "key_padding_mask": mask}
+    out = local_attention(q, k, v, backend=backend, **options)
+    got = torch.autograd.grad(out.sum(), (q, k, v), retain_graph=True)
+    want = torch.autograd.grad(out, (q, k, v), torch.ones_like(out).contiguous())
+    expected = direct_local_attention(q, k, v, **options)
+    reference = torch.autograd.grad(expected.sum(), (q, k, v))
+    for g, w, r, name in zip(got, want, reference, "qkv"):
+        torch.testing.assert_close(g, w, atol=ATOL, rtol=ATOL, msg=f"gradient of {name}")
+        torch.testing.assert_close(g, r, atol=ATOL, rtol=ATOL, msg=f"gradient of {name}")
+
+
+def test_flex_backend_names_the_device_where_it_cannot_run():
+    q = torch.randn(1, 4, 6, 2)
+    with pytest.raises(ValueError, match=r"backend='flex' needs a CUDA device .* are on cpu"):
+        local_attention(q, q, q, window=3, backend="flex")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("head_window", [1, 3])
+def test_flex_backend_matches_definition_on_cuda(head_window):
+    q, k, v = (x.detach().cuda().requires_grad_() for x in _inputs(2, 4, 300, d_h=16))
+    mask = padding_mask([300, 250], 300).cuda()
+    options = {"window": 11, "head_window": head_window, "key_padding_mask": mask}
+    out = local_attention(q, k, v, backend="flex", **options)
+    expected = local_attention(q, k, v, backend="dense", **options)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    got = torch.autograd.grad(out.sum(), (q, k, v))
+    want = torch.autograd.grad(expected.sum(), (q, k, v))
+    for g, w, name in zip(got, want, "qkv"):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4, msg=f"gradient of {name}")
+    with pytest.raises(ValueError, match="no attention dropout"):
+        local_attention(q, k, v, backend="flex", dropout_p=0.1, **options)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
+import pytest
 import torch
 
 from csan import bench
+from csan.functional import local_attention
 
 
 def test_rows_cover_backends_and_cases():
@@ -51,7 +55,7 @@ def test_main_writes_json_and_markdown(tmp_path, capsys):
     text = md_path.read_text()
     assert "| long | 1 x 32 | 1 | blocked |" in text
     assert data["machine"]["cpu"] in text
-    assert "dense/this" in capsys.readouterr().out
+    assert "sdpa/this" in capsys.readouterr().out
 
 
 def test_interleaved_timing_rotates_the_order():
@@ -61,3 +65,38 @@ def test_interleaved_timing_rotates_the_order():
     assert sorted(ms) == ["a", "b", "c"] and all(t >= 0 for t in ms.values())
     assert order == list("abcabcbcacab")  # warm-up, then one rotation per round
     assert bench._interleaved_ms({}, repeats=3, warmup=1, device=torch.device("cpu")) == {}
+
+
+def _plain_script():
+    """benchmarks/plain_attention.py, loaded as a module (it is a script, not part of the package)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "plain_attention.py"
+    spec = importlib.util.spec_from_file_location("plain_attention", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("head_window", [1, 3])
+def test_bench_and_plain_script_time_the_same_sdpa_reference(head_window):
+    """Both harnesses divide by the same maths: one masked SDPA call equal to csan's local attention."""
+    plain = _plain_script()
+    q, k, v = (torch.randn(2, 8, 40, 16) for _ in range(3))
+    ours = local_attention(q, k, v, window=plain.WINDOW, head_window=head_window)
+    bench_ref = bench.sdpa_reference(q, k, v, window=plain.WINDOW, head_window=head_window)
+    plain_ref = plain.sdpa_call(q, k, v, head_window)()
+    torch.testing.assert_close(bench_ref, ours, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(plain_ref, ours, atol=1e-5, rtol=1e-5)
+
+
+def test_results_state_the_harness(tmp_path):
+    argv = ["--lengths", "32", "--head-windows", "3", "--heads", "4", "--head-dim", "8",
+            "--repeats", "1", "--warmup", "0", "--no-sentence", "--out", str(tmp_path)]  # fmt: skip
+    assert bench.main(argv) == 0
+    [md_path] = tmp_path.glob("attention-cpu-*.md")
+    text = md_path.read_text()
+    assert "## Harness" in text and "out.sum().backward()" in text
+    assert "THP_MEM_ALLOC_ENABLE" in text and "PyTorch default" in text
+    assert "| long | 1 x 32 | 3 | sdpa |" in text and "What is measured, per" in text
+    data = json.loads(next(tmp_path.glob("attention-cpu-*.json")).read_text())
+    assert data["harness"]["gradients"].startswith("out.sum().backward()")
+    assert data["machine"]["capability"] == data["machine"]["capability"].upper()

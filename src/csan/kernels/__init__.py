@@ -7,6 +7,7 @@
 - :mod:`csan.kernels.blocked`: O(T*M) time and memory (query blocks against their key halo, a
   recomputing backward); :func:`csan.functional.local_attention` picks it for long sequences.
 - :mod:`csan.kernels.checks`: the argument checks every entry point shares.
+- :mod:`csan.kernels.masks`: the per-shape band masks and head indices, cached (read only).
 - :mod:`csan.kernels.cache`: a bounded key/value cache (the last M-1 positions) for causal windows.
 - :mod:`csan.kernels.flex`: FlexAttention block masks on CUDA.
 

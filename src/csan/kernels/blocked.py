@@ -3,7 +3,7 @@
 Notation (SPEC.md): q, k, v (batch, heads, time, d_h); window ``M`` (odd), head window ``N`` (odd);
 ``key_padding_mask`` (batch, time) bool, True at padding. Query ``i`` reads key ``j`` when
 ``-left <= j - i <= right`` with ``(left, right) = (m, m)``, ``m = (M-1)/2``, or ``(M-1, 0)`` when causal,
-of the ``N`` heads around its own (``csan.kernels.dense.head_neighbours``), one softmax over all slots.
+of the ``N`` heads around its own (``csan.kernels.masks.head_neighbours``), one softmax over all slots.
 
 Design. Time is cut into query *blocks* of ``B`` positions; a block reads its keys plus a halo of
 ``left``/``right`` keys, ``S = B + left + right`` key positions, of each of the ``N`` heads, so each block
@@ -13,7 +13,11 @@ padding or (``"clip"``) the existing heads. The blocks are processed in *chunks*
 
 The backward pass is hand-written and recomputes the tiles (as FlashAttention does): only q, k, v, the
 output and one log-sum-exp per query row are kept for it. Dropout (on the attention weights) draws its
-mask from a per-chunk seed, so the backward regenerates the same mask.
+mask from a per-chunk seed, so the backward regenerates the same mask. The output gradient may be any
+strided tensor: ``out.sum().backward()`` gives an expanded one (stride 0), on which batched matrix
+products take a slow path, so each chunk makes its gradient rows dense first (a chunk's worth, not a
+full-size copy). The band masks of a shape are cached (:func:`_band_blocked`), so a repeated call builds
+none.
 
 Compared with a "band" of (T, N*M) logits, the tiles waste ``S/M`` of the arithmetic but run as a few
 large matrix products. Forward + backward at T=4096, 8 heads of 64, M=11, one CPU thread: band by
@@ -28,13 +32,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from csan.kernels import masks
 from csan.kernels.checks import check_local_attention
-from csan.kernels.dense import head_neighbours
 
 __all__ = ["block_size", "blocked_local_attention"]
 
-# Query rows (batch * heads * positions) per chunk: bounds the working memory to a few MiB.
-_CHUNK_ROWS = 4096
+# Query rows (batch * heads * positions) per chunk: the working memory is about 1.9 KiB per row at d_h=64
+# (1.9 MiB; 4.2 MiB with N=3). 1024 rows ran as fast as 4096 at 1 x 8 x 4096 (2-core Zen 5, 2 threads)
+# with a quarter of the workspace; 512 was 30% slower (more, smaller operations).
+_CHUNK_ROWS = 1024
 
 
 def block_size(time: int, window: int) -> int:
@@ -136,10 +142,10 @@ def blocked_local_attention(
         dropout_p=float(dropout_p),
         seed=int(torch.randint(2**62, (), device="cpu")) if dropout_p > 0 else 0,
     )
-    index, exists = head_neighbours(heads, head_window, head_boundary, q.device)
+    index, exists = masks.head_neighbours(heads, head_window, head_boundary, q.device)
     if head_window == 1:
         index = None  # every head reads itself only
-    if bool(exists.all()):
+    if masks.all_heads_exist(head_window, head_boundary):
         exists = None
     return _BlockedAttention.apply(q, k, v, key_padding_mask, plan, index, exists)
 
@@ -183,18 +189,46 @@ def _take(x: Tensor, first: int, count: int) -> Tensor:
     return x.index_select(2, positions)
 
 
-@functools.lru_cache(maxsize=64)
-def _band_mask(
-    nblocks: int, block: int, span: int, left: int, right: int, halo_left: int, device: torch.device
+def _band_blocked(
+    time: int,
+    t0: int,
+    nblocks: int,
+    block: int,
+    span: int,
+    left: int,
+    right: int,
+    halo_left: int,
+    device: torch.device,
 ) -> Tensor:
-    """The blocked slots (1, 1, nblocks, B, 1, S) of a chunk whose keys all lie inside the sequence:
-    slot ``r`` of query ``a`` in a block is key offset ``r - halo_left - a``, allowed in
-    ``[-left, right]``. Cached: every inner chunk shares it."""
-    offset = (
-        torch.arange(span, device=device) - halo_left - torch.arange(block, device=device)[:, None]
-    )
-    blocked = (offset < -left) | (offset > right)  # (B, S)
-    return blocked.view(1, 1, 1, block, 1, span).expand(1, 1, nblocks, block, 1, span)
+    """The blocked slots (1, 1, nblocks, B, 1, S) of the chunk of ``nblocks`` blocks from query ``t0``:
+    slot ``r`` of query ``a`` of block ``c`` is key ``j = t0 - halo_left + c*B + r``, blocked unless
+    ``-left <= j - i <= right`` (``i = t0 + c*B + a``) and both lie inside the sequence.
+
+    Cached (a few KiB each; shared, read only): all inner chunks (every key inside the sequence) share
+    one entry, the first and last chunk of a shape one each, so a call builds no mask at all.
+    """
+    if t0 >= halo_left and t0 + (nblocks - 1) * block + span - halo_left <= time:
+        t0, time = halo_left, (nblocks - 1) * block + span  # an inner chunk: the canonical one
+    return _band_slots(time, t0, nblocks, block, span, left, right, halo_left, device)
+
+
+@functools.lru_cache(maxsize=256)
+def _band_slots(
+    time: int,
+    t0: int,
+    nblocks: int,
+    block: int,
+    span: int,
+    left: int,
+    right: int,
+    halo_left: int,
+    device: torch.device,
+) -> Tensor:
+    i = torch.arange(t0, t0 + nblocks * block, device=device).view(nblocks, block, 1)  # queries
+    j = torch.arange(span, device=device) + (i[:, :1] - halo_left)  # (nblocks, 1, S) keys
+    offset = j - i  # (nblocks, B, S)
+    allowed = (offset >= -left) & (offset <= right) & (i < time) & (j >= 0) & (j < time)
+    return ~allowed.view(1, 1, nblocks, block, 1, span)
 
 
 class _Tiles:
@@ -207,30 +241,24 @@ class _Tiles:
     def __init__(self, q, key_padding_mask, plan, index, exists, t0, nblocks, number):
         self.plan, self.index, self.exists = plan, index, exists
         self.t0, self.nblocks, self.number = t0, nblocks, number
+        self.padded = key_padding_mask is not None  # only padding can leave a query with no key
         batch, heads, time, _ = q.shape
         self.shape = (batch, heads)
         b, s = plan.block, plan.span
         # key positions of the chunk: block c reads [c*B, c*B + S) of [first_key, first_key + keys)
         self.first_key, self.key_count = t0 - plan.halo_left, (nblocks - 1) * b + s
-        interior = self.first_key >= 0 and self.first_key + self.key_count <= time
-        if interior and key_padding_mask is None:  # the same band for every inner chunk
-            self.blocked = _band_mask(
-                nblocks, b, s, plan.left, plan.right, plan.halo_left, q.device
+        if key_padding_mask is None:  # the band only: the same for every call of this shape
+            self.blocked = _band_blocked(
+                time, t0, nblocks, b, s, plan.left, plan.right, plan.halo_left, q.device
             )
             return
         keys = torch.arange(self.first_key, self.first_key + self.key_count, device=q.device)
-        i = torch.arange(t0, t0 + nblocks * b, device=q.device).view(nblocks, b, 1)  # queries
-        j = keys.unfold(0, s, b).view(nblocks, 1, s)
-        offset = j - i  # (nblocks, B, S)
-        allowed = (
-            (offset >= -plan.left) & (offset <= plan.right) & (i < time) & (j >= 0) & (j < time)
+        pad = key_padding_mask.index_select(1, keys.clamp(0, time - 1))  # (batch, L)
+        band = _band_blocked(
+            time, t0, nblocks, b, s, plan.left, plan.right, plan.halo_left, q.device
         )
-        allowed = allowed[None]  # (batch or 1, nblocks, B, S)
-        if key_padding_mask is not None:
-            pad = key_padding_mask.index_select(1, keys.clamp(0, time - 1))  # (batch, L)
-            allowed = allowed & ~pad.unfold(1, s, b)[:, :, None, :]
-        # (batch or 1, 1, nblocks, B, 1, S): broadcast over heads and head slots
-        self.blocked = ~allowed[:, None, :, :, None, :]
+        # (batch, 1, nblocks, B, 1, S): broadcast over heads and head slots
+        self.blocked = band | pad.unfold(1, s, b)[:, None, :, None, None, :]
 
     # -- gathering -------------------------------------------------------------------------------
     def query_rows(self, x: Tensor, scale: float | None = None) -> Tensor:
@@ -319,10 +347,15 @@ class _Tiles:
         """Write the chunk's output rows into ``out`` and log-sum-exps into ``lse`` (+inf: empty row)."""
         logits = self._logits(self.query_rows(q, self.plan.scale), self._key_tiles(k))
         top = logits.amax(dim=-1, keepdim=True)
-        top.masked_fill_(top == float("-inf"), 0.0)  # empty rows: keep exp() at 0, not NaN
+        if self.padded:
+            top.masked_fill_(top == float("-inf"), 0.0)  # empty rows: keep exp() at 0, not NaN
         weights = logits.sub_(top).exp_()
         total = weights.sum(dim=-1, keepdim=True)  # >= 1 unless the row is empty
         rows = torch.bmm(self._dropout(weights), self._key_tiles(v))
+        if not self.padded:  # every row reads its own key: no empty rows
+            self.put(out, rows.div_(total))
+            self.put(lse, total.log_().add_(top).squeeze(-1))
+            return
         self.put(out, rows.div_(total.clamp(min=1.0)))
         self.put(lse, torch.where(total > 0, top + total.log(), float("inf")).squeeze(-1))
 
@@ -331,7 +364,7 @@ class _Tiles:
         qs = self.query_rows(q, self.plan.scale)  # (G, B, D)
         keys = self._key_tiles(k)  # (G, N*S, D)
         weights = self._logits(qs, keys).sub_(self.query_rows(lse.unsqueeze(-1))).exp_()
-        g = self.query_rows(grad_out)  # (G, B, D)
+        g = self.query_rows(grad_out).contiguous()  # (G, B, D); dense even if grad_out is expanded
         delta = (g * self.query_rows(out)).sum(-1, keepdim=True)  # (G, B, 1): rowsum(P * dP)
         dweights = self._dropout(torch.bmm(g, self._key_tiles(v).transpose(1, 2)))  # (G, B, N*S)
         self.add_keys(dv, torch.bmm(self._dropout(weights).transpose(1, 2), g))
