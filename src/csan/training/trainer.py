@@ -164,9 +164,6 @@ class Trainer:
         self.runtime: RuntimeChoice = choose_runtime(
             tc.cpu_bf16, tc.compile, device=self.device, cuda_bf16=tc.bf16, warn=self.is_main
         )
-        if self.device.type == "cpu":
-            self.say(f"machine: {describe_machine().summary()}")
-        self.say(f"mode: {self.runtime.mode}: {'; '.join(self.runtime.reasons)}")
         seed_everything(tc.seed)
         resume_dir = ckpt.latest_checkpoint(self.out)
         spm_bytes = None
@@ -461,6 +458,10 @@ class Trainer:
             if self.is_main:
                 self._tidy_after_crash()
                 ckpt.atomic_write_text(self.out / "config.yaml", dump_config(self.cfg))
+                # the first lines of stdout (after the data checks, so refused input prints nothing)
+                if self.device.type == "cpu":
+                    self.say(f"machine: {describe_machine().summary()}")
+                self.say(f"mode: {self.runtime.mode}: {'; '.join(self.runtime.reasons)}")
                 n_params = sum(p.numel() for p in self.model.parameters())
                 self.say(
                     f"model: {self.cfg.model.arch}, {n_params:,} parameters; "
