@@ -349,14 +349,13 @@ def machine_info(cfg: Config | None = None) -> dict[str, Any]:
     if cfg is None:
         return record()
     tc = cfg.train
+    device = "cpu" if tc.device == "auto" else tc.device
     return record(
-        tc.device if tc.device != "auto" else "cpu",
+        device,
         train_threads=tc.threads,
         cpu_bf16=tc.cpu_bf16,
         compile=tc.compile,
-        mode=choose_runtime(
-            tc.cpu_bf16, tc.compile, device=tc.device if tc.device != "auto" else "cpu", warn=False
-        ).mode,
+        mode=choose_runtime(tc.cpu_bf16, tc.compile, device=device, warn=False).mode,
     )
 
 

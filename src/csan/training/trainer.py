@@ -141,11 +141,12 @@ class Trainer:
         check_train_config(tc)
         try:
             if tc.schedule == "budget":
-                self.budget_lr = budget_schedule(
+                rate = budget_schedule(
                     lr=tc.lr,
                     warmup_fraction=tc.warmup_fraction,
                     cooldown_fraction=tc.cooldown_fraction,
                 )
+                self.lr_at = lambda step: rate(self.budget_used(step))
             else:
                 self.lr_at = make_schedule(
                     tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
@@ -254,12 +255,6 @@ class Trainer:
             max_steps=self.budget_steps,
             max_seconds=tc.max_minutes * 60,
         )
-
-    def lr_for_step(self, step: int) -> float:
-        """The learning rate of optimizer step ``step`` (from 1)."""
-        if self.cfg.train.schedule == "budget":
-            return self.budget_lr(self.budget_used(step))
-        return self.lr_at(step)
 
     def _cooldown_checkpoint_due(self) -> bool:
         """Schedule ``budget``: a checkpoint at each of ``average_last`` points spread over the cooldown.
@@ -380,7 +375,7 @@ class Trainer:
         if not (math.isfinite(sum_loss) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             return {"skipped": True, "loss": sum_loss, "grad_norm": grad_norm}
-        lr = self.lr_for_step(self.step + 1)
+        lr = self.lr_at(self.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
