@@ -108,13 +108,21 @@ def test_kill_9_at_random_moments_loses_nothing_but_the_last_steps(
     run, straight = tmp_path / "killed", tmp_path / "straight"
     items = crash_overrides(tiny_overrides)
     train(load_config("tiny", items), straight, progress=False)  # also fills $CSAN_CACHE
+    # kill within about three steps of this machine's pace (a step and its checkpoint: 30 ms on
+    # a fast CPU), so that three kills land mid-run however fast the machine is
+    stamps = [
+        r["time"]
+        for r in map(json.loads, (straight / "metrics.jsonl").read_text().splitlines())
+        if r["kind"] == "train"
+    ]
+    window = min(0.4, 3 * (stamps[-1] - stamps[0]) / (len(stamps) - 1))
     rng = random.Random(20240607)
     reached = -1
     for _ in range(3):
         proc = start_training(run, items)
         before = reached
         wait_for(lambda b=before: last_step(run) > b, proc)  # it resumed and made progress
-        time.sleep(rng.uniform(0.0, 0.4))  # then anywhere: mid-step, mid-checkpoint, mid-log
+        time.sleep(rng.uniform(0.0, window))  # then anywhere: mid-step, mid-checkpoint, mid-log
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         assert proc.returncode == -signal.SIGKILL
