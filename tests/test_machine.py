@@ -108,3 +108,60 @@ def test_config_takes_auto_true_false_and_names_a_bad_value() -> None:
     assert (cfg.train.cpu_bf16, cfg.train.compile) == (False, True)
     with pytest.raises(CsanError, match=r"train.compile: expected bool or 'auto', got 'sometimes'"):
         load_config("tiny", ["train.compile=sometimes"])
+
+
+# A process that allocates and frees a 64 MiB tensor, then reports whether glibc kept it mapped
+# (mallinfo2's hblkhd: the bytes of blocks served by their own mmap) and what csan says it chose.
+_ALLOCATOR_PROBE = """
+import ctypes, json, torch
+from csan.machine import keep_freed_memory, machine_info
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+mallinfo2.restype = Info
+said = keep_freed_memory()
+x = torch.ones(16 * 2**20)
+mapped = mallinfo2().hblkhd
+del x
+print(json.dumps({"said": said, "own_mapping": mapped >= 64 * 2**20,
+                  "recorded": machine_info().get("allocator")}))
+"""
+
+
+def _allocator_probe(**env: str) -> dict:
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "LD_PRELOAD")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _ALLOCATOR_PROBE], env={**clean, **env},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+    reason="glibc only",
+)
+def test_freed_memory_is_kept_unless_the_user_chose_otherwise() -> None:
+    kept = _allocator_probe()
+    assert kept["said"].startswith("glibc keeps freed memory")
+    assert kept["own_mapping"] is False  # a 64 MiB tensor came from the heap, reused after free
+    assert kept["recorded"] == kept["said"]
+    default = _allocator_probe(CSAN_ALLOCATOR="default")
+    assert default == {"said": "default (CSAN_ALLOCATOR=default)", "own_mapping": True,
+                       "recorded": default["said"]}  # fmt: skip
+    users = _allocator_probe(MALLOC_MMAP_THRESHOLD_="1048576")
+    assert users["said"] == "as set by MALLOC_MMAP_THRESHOLD_" and users["own_mapping"] is True
+
+
+def test_training_batches_are_exact_on_cpu(tiny_overrides: list[str], tmp_path) -> None:
+    from csan.training.trainer import Trainer
+
+    trainer = Trainer(load_config("tiny", [*tiny_overrides, "data.train_subset=64"]), tmp_path)
+    assert trainer.data.pad_to_multiple == 1
+    for indices in trainer.data.sampler.batches(1):
+        batch = trainer.data.batch(indices)
+        longest = max(len(trainer.data.train.tgt[i]) for i in indices) + 1  # + EOS
+        assert batch.tgt_out.shape[1] == longest

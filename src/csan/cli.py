@@ -53,6 +53,13 @@ def _load_cfg(args: argparse.Namespace):
         raise CsanError(f"{args.config}: not UTF-8 text (byte {e.start})") from None
 
 
+def _keep_freed_memory() -> None:
+    """Reuse freed memory instead of faulting fresh pages in (``csan.machine.keep_freed_memory``)."""
+    from csan.machine import keep_freed_memory
+
+    keep_freed_memory()
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Train a model, or resume the run in --out from its last checkpoint.
 
@@ -130,6 +137,7 @@ def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
     device = pick_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
+    _keep_freed_memory()
     loaded = load_model_dir(args.model, device=device)
     dc = loaded.config.decode
     return translate_lines(
@@ -266,6 +274,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         # page faults per MiB, a time that grows faster than the kernels' own work. Both backends get
         # it; the setting is recorded with the results; THP_MEM_ALLOC_ENABLE=0 turns it off.
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    _keep_freed_memory()
     if args.what == "attention":
         from csan.bench import main as bench_main
 

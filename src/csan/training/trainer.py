@@ -41,7 +41,13 @@ from tqdm import tqdm
 from csan import checkpoint as ckpt
 from csan.config import Config, TrainConfig, dump_config
 from csan.errors import CsanError
-from csan.machine import RuntimeChoice, choose_runtime, describe_machine, machine_info
+from csan.machine import (
+    RuntimeChoice,
+    choose_runtime,
+    describe_machine,
+    keep_freed_memory,
+    machine_info,
+)
 from csan.models import build_model
 from csan.training import state as trainer_state
 from csan.training.data import TrainingData, load_training_data
@@ -156,6 +162,7 @@ class Trainer:
         self.device = pick_device(tc.device)
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
+        keep_freed_memory()  # before the first large tensor: no page faults on every step's tensors
         self.dist: DistInfo = init_distributed(self.device)
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
@@ -173,7 +180,15 @@ class Trainer:
                 spm_bytes = (resume_dir / "spm.model").read_bytes()
             except OSError as e:
                 raise CsanError(f"{resume_dir / 'spm.model'}: cannot read ({e.strerror})") from None
-        self.data: TrainingData = load_training_data(cfg, spm_bytes=spm_bytes, dist=self.dist)
+        # Batch widths: multiples of 8 on a GPU (tensor-core tiles), exact on a CPU, where rounding
+        # to 8 made 25% of the source and 19% of the target positions padding and cost 15% of the
+        # throughput (multi30k-small, 2 threads: 2,855 -> 3,368 tok/s on AVX2, 4,258 -> 4,729 bf16)
+        self.data: TrainingData = load_training_data(
+            cfg,
+            spm_bytes=spm_bytes,
+            dist=self.dist,
+            pad_to_multiple=8 if self.device.type == "cuda" else 1,
+        )
         self.model = build_model(cfg.model, len(self.data.spm)).to(self.device)
         self.loss_fn: nn.Module = TranslationLoss(self.model, epsilon=tc.label_smoothing)
         if self.dist.enabled:
