@@ -263,7 +263,7 @@ def test_validation_skips_only_the_pairs_longer_than_the_model() -> None:
     from csan.config import ModelConfig
     from csan.data import EncodedSplit
     from csan.models import build_model
-    from csan.training.evaluate import teacher_forced_metrics
+    from csan.training.validation import teacher_forced_metrics
 
     model = build_model(
         ModelConfig(

@@ -31,6 +31,7 @@ from typing import Any
 from csan.config import Config, load_config
 from csan.errors import CsanError
 from csan.experiments.grid import RunRecord, run_grid, write_machine
+from csan.experiments.plots import ablation_lines
 from csan.experiments.variants import Variant, lower_half, resolve_variants
 
 __all__ = ["ABLATE_DEFAULTS", "ablation_points", "run_ablation"]
@@ -114,8 +115,6 @@ def run_ablation(
     command: str | None = None,
 ) -> list[tuple[str, float | None, float | None]]:
     """Train the sweep and the vanilla baseline; write the CSV, table and plot; return the points."""
-    from csan.experiments.plots import ablation_lines
-
     base_cfg = load_config(source, [*ABLATE_DEFAULTS, *overrides])
     points = ablation_points(variant, base_cfg, values)
     baseline = resolve_variants(["vanilla"], base_cfg)[0]

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from csan.errors import CsanError
 from csan.evaluation.analysis import NgramRow, ngram_analysis, ngram_gaps
+from csan.experiments.plots import convergence_plot, ngram_gap_plot
 
 __all__ = [
     "THRESHOLDS",
@@ -71,8 +72,6 @@ def ngram_report(
 
 def write_ngram(report: NgramReport, out_dir: Path) -> list[Path]:
     """Write ``ngram.md``, ``ngram.csv`` and ``ngram.png`` into ``out_dir``."""
-    from csan.experiments.plots import ngram_gap_plot
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     orders = [r.order for r in report.baseline]
@@ -103,7 +102,9 @@ def write_ngram(report: NgramReport, out_dir: Path) -> list[Path]:
         for name, rows in report.systems.items():
             for r, g in zip(rows, report.gaps[name]):
                 writer.writerow([name, r.order, r.precision, r.bleu, g.precision, g.bleu])
-    return [out / "ngram.md", out / "ngram.csv", ngram_gap_plot(report, out / "ngram.png")]
+    gaps = {name: [(g.precision, g.bleu) for g in rows] for name, rows in report.gaps.items()}
+    png = ngram_gap_plot(orders, gaps, report.baseline_name, out / "ngram.png")
+    return [out / "ngram.md", out / "ngram.csv", png]
 
 
 def _md_row(name: str, what: str, values: Sequence[float], signed: bool) -> str:
@@ -231,8 +232,6 @@ def write_convergence(
 
     ``relative_to``: the name of a run; the thresholds are then fractions of its best accuracy.
     """
-    from csan.experiments.plots import convergence_plot
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = [f"{t:.2f}" for t in thresholds]
@@ -284,5 +283,6 @@ def write_convergence(
         writer = csv.writer(f)
         writer.writerow(head)
         writer.writerows(rows)
-    png = convergence_plot(runs, out / "convergence.png", thresholds=thresholds)
+    curves = [(run.name, run.points) for run in runs]
+    png = convergence_plot(curves, out / "convergence.png", thresholds=thresholds)
     return [out / "convergence.md", out / "convergence.csv", png]

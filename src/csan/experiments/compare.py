@@ -35,8 +35,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from csan.config import load_config
+from csan.data.corpus import read_parallel
+from csan.data.datasets import resolve_data_dir, split_paths
 from csan.errors import CsanError
-from csan.experiments.grid import RunRecord
+from csan.evaluation.analysis import paired_bootstrap
+from csan.evaluation.bleu import read_text
+from csan.experiments.grid import RunRecord, run_grid, write_machine
+from csan.experiments.plots import bleu_bars
+from csan.experiments.variants import CONTEXT_SIDES, CONTEXT_VECTORS, resolve_variants
 
 log = logging.getLogger("csan")
 
@@ -112,8 +119,6 @@ def _sd(values: Sequence[float | None]) -> float | None:
 
 def read_references(cfg) -> list[str]:
     """The test references the trainer scored against (``<data_dir>/<test_split>.<tgt_lang>``)."""
-    from csan.data.corpus import read_parallel
-    from csan.data.datasets import resolve_data_dir, split_paths
 
     dc = cfg.data
     folder = resolve_data_dir(dc.dataset, dc.data_dir, download=False)
@@ -122,7 +127,6 @@ def read_references(cfg) -> list[str]:
 
 
 def _hyps(record: RunRecord) -> list[str] | None:
-    from csan.evaluation.bleu import read_text
 
     return read_text(record.hyp_file) if record.hyp_file else None
 
@@ -131,7 +135,6 @@ def _p_value(
     base: list[RunRecord], runs: list[RunRecord], refs: list[str] | None
 ) -> tuple[float | None, list[int]]:
     """Paired bootstrap of ``runs`` against ``base`` on the concatenation over common seeds."""
-    from csan.evaluation.analysis import paired_bootstrap
 
     if refs is None:
         return None, []
@@ -311,7 +314,6 @@ def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
         >>> context_grid([row])[2]
         '| encoder | — | 27.50 (+0.50) | — | — |'
     """
-    from csan.experiments.variants import CONTEXT_SIDES, CONTEXT_VECTORS
 
     by_name = {r.variant: r for r in rows}
     if not any(f"context-{v}-{s}" in by_name for v in CONTEXT_VECTORS for s in CONTEXT_SIDES):
@@ -404,10 +406,6 @@ def run_compare(
     ``tag``: suffix of the output files (``table-<tag>.md``, ...), so that several tables share one
     folder and its runs (e.g. the context-aware table next to Table 1, one ``vanilla`` run for both).
     """
-    from csan.config import load_config
-    from csan.experiments.grid import run_grid, write_machine
-    from csan.experiments.plots import bleu_bars
-    from csan.experiments.variants import resolve_variants
 
     if tag is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", tag):
         raise CsanError(f"--tag {tag!r}: use letters, digits, '_', '.' or '-'")
@@ -467,6 +465,7 @@ def run_compare(
         command=command,
     )
     seeds_text = ", ".join(map(str, seeds))
-    bleu_bars(rows, files["bleu"], title=f"test BLEU over seeds {seeds_text}")
+    bars = [(r.variant, r.bleu_mean, r.bleu_sd) for r in rows]
+    bleu_bars(bars, files["bleu"], title=f"test BLEU over seeds {seeds_text}")
     say(f"wrote {files['table']}, {files['results']}, {files['bleu']}")
     return rows

@@ -1,5 +1,8 @@
 """The experiments' figures (matplotlib, Agg backend: no display needed). Each function writes one PNG.
 
+The functions take plain values (names, means, points), so that this module depends on nothing of
+csan and the experiments that draw import it, never the other way round.
+
 - :func:`bleu_bars`: test BLEU per variant, mean ± sd over seeds, baseline dashed (``csan compare``);
 - :func:`ablation_lines`: validation BLEU over a window size, vanilla dashed (paper Fig. 2);
 - :func:`ngram_gap_plot`: n-gram precision and BLEU-n gaps to the baseline (paper Fig. 3);
@@ -8,13 +11,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from csan.experiments.analyze import ConvergenceRun, NgramReport
-    from csan.experiments.compare import VariantSummary
+from typing import Any
 
 __all__ = ["ablation_lines", "bleu_bars", "convergence_plot", "ngram_gap_plot"]
 
@@ -37,22 +36,25 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def bleu_bars(rows: Sequence[VariantSummary], path: Path, *, title: str = "") -> Path:
-    """Bars of mean test BLEU per variant with ± sd error bars; failed variants drawn empty."""
+def bleu_bars(
+    rows: Sequence[tuple[str, float | None, float | None]], path: Path, *, title: str = ""
+) -> Path:
+    """Bars of mean test BLEU per ``(variant, mean, sd)`` with ± sd error bars, the first one the
+    baseline (dashed); a variant whose mean is None failed and is drawn empty."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(rows) + 1.5), 3.8))
-    names = [r.variant for r in rows]
-    means = [r.bleu_mean if r.bleu_mean is not None else 0.0 for r in rows]
-    errors = [r.bleu_sd or 0.0 for r in rows]
+    names = [name for name, _, _ in rows]
+    means = [mean if mean is not None else 0.0 for _, mean, _ in rows]
+    errors = [sd or 0.0 for _, _, sd in rows]
     colors = ["0.55" if i == 0 else "tab:blue" for i in range(len(rows))]
     ax.bar(range(len(rows)), means, yerr=errors, capsize=3, color=colors)
-    for i, r in enumerate(rows):
-        if r.bleu_mean is None:
+    for i, (_, mean, _) in enumerate(rows):
+        if mean is None:
             ax.text(i, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=8)
-    if rows and rows[0].bleu_mean is not None:
-        ax.axhline(rows[0].bleu_mean, color="0.3", linestyle="--", linewidth=1, label=names[0])
+    if rows and rows[0][1] is not None:
+        ax.axhline(rows[0][1], color="0.3", linestyle="--", linewidth=1, label=names[0])
         ax.legend(loc="lower right", fontsize=8)
-        finite = [m for m, r in zip(means, rows) if r.bleu_mean is not None]
+        finite = [m for m, (_, mean, _) in zip(means, rows) if mean is not None]
         spread = max(finite) - min(finite) + 2 * max(errors, default=0.0)
         ax.set_ylim(max(0.0, min(finite) - max(spread, 1.0)), max(finite) + max(spread, 1.0))
     ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
@@ -86,34 +88,43 @@ def ablation_lines(
     return _save(fig, path)
 
 
-def ngram_gap_plot(report: NgramReport, path: Path) -> Path:
-    """Two panels over n = 1..K: precision gap and BLEU-n gap of each system to the baseline."""
+def ngram_gap_plot(
+    orders: Sequence[int],
+    gaps: Mapping[str, Sequence[tuple[float, float]]],
+    baseline: str,
+    path: Path,
+) -> Path:
+    """Two panels over n = ``orders``: each system's ``(precision gap, BLEU-n gap)`` per order, to
+    the ``baseline``."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.4))
-    orders = [row.order for row in report.baseline]
-    width = 0.8 / max(len(report.gaps), 1)
-    for k, (name, gaps) in enumerate(report.gaps.items()):
-        offset = (k - (len(report.gaps) - 1) / 2) * width
+    width = 0.8 / max(len(gaps), 1)
+    for k, (name, rows) in enumerate(gaps.items()):
+        offset = (k - (len(gaps) - 1) / 2) * width
         xs = [n + offset for n in orders]
-        axes[0].bar(xs, [g.precision for g in gaps], width=width, label=name)
-        axes[1].bar(xs, [g.bleu for g in gaps], width=width, label=name)
+        axes[0].bar(xs, [precision for precision, _ in rows], width=width, label=name)
+        axes[1].bar(xs, [bleu for _, bleu in rows], width=width, label=name)
     for ax, what in zip(axes, ("n-gram precision", "BLEU with max order n")):
         ax.axhline(0.0, color="0.3", linewidth=0.8)
         ax.set_xticks(orders)
         ax.set_xlabel("n")
-        ax.set_ylabel(f"Δ {what} vs {report.baseline_name}")
+        ax.set_ylabel(f"Δ {what} vs {baseline}")
     axes[1].legend(fontsize=8)
     return _save(fig, path)
 
 
 def convergence_plot(
-    runs: Sequence[ConvergenceRun], path: Path, *, thresholds: Sequence[float]
+    runs: Sequence[tuple[str, Sequence[tuple[float, float]]]],
+    path: Path,
+    *,
+    thresholds: Sequence[float],
 ) -> Path:
-    """Validation token accuracy against epochs, one line per run, thresholds dotted."""
+    """Validation token accuracy against epochs, one line per ``(run, [(epoch, accuracy), ...])``,
+    thresholds dotted."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for run in runs:
-        ax.plot([p[0] for p in run.points], [p[1] for p in run.points], marker=".", label=run.name)
+    for name, points in runs:
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=name)
     for t in thresholds:
         ax.axhline(t, color="0.5", linestyle=":", linewidth=1)
     ax.set_xlabel("epoch")

@@ -52,9 +52,11 @@ from csan.models import build_model
 from csan.training import state as trainer_state
 from csan.training.data import TrainingData, load_training_data
 from csan.training.distributed import DistInfo, all_reduce_sum, any_rank, init_distributed, shutdown
+from csan.training.final_model import evaluate_test, write_final_model
 from csan.training.loss import TranslationLoss
 from csan.training.safety import RunLock, StopRequest, trim_metrics
 from csan.training.schedule import budget_progress, budget_schedule, make_schedule
+from csan.training.validation import validate
 
 __all__ = ["TrainResult", "pick_device", "train"]
 
@@ -407,8 +409,6 @@ class Trainer:
     # -- validation -------------------------------------------------------------------------------
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
-        from csan.training.evaluate import validate
-
         self.model.eval()
         with self.autocast():
             metrics = validate(self.model, self.data, self.cfg, device=self.device)
@@ -657,17 +657,28 @@ class Trainer:
 
     def finish(self, stop_reason: str) -> TrainResult:
         """Last checkpoint, final model, test score (not after a signal), ``results.json``."""
-        from csan.training.evaluate import evaluate_test, write_final_model
-
         self.save_checkpoint()
         wall = self.wall_seconds
         minutes = self.train_seconds / 60
         result_test = None
         model_dir = self.out / "model"
         if self.is_main:
-            write_final_model(self, model_dir)
-            if self.cfg.train.evaluate_test and not self.interrupted_by:
-                result_test = evaluate_test(self, model_dir)
+            how = write_final_model(
+                self.out,
+                model_dir,
+                self.model,
+                self.cfg,
+                self.data.spm.to_bytes(),
+                cooldown_step=self.cooldown_step,
+            )
+            self.say(f"final model: {model_dir} ({how})")
+            test = self.data.test
+            if self.cfg.train.evaluate_test and not self.interrupted_by and test is not None:
+                result_test = evaluate_test(model_dir, test, self.cfg, self.out, device=self.device)
+                self.say(
+                    f"{result_test['split']} BLEU = {result_test['bleu']:.2f}  "
+                    f"chrF = {result_test['chrf']:.2f}  ({result_test['signature']})"
+                )
         tok_s = self.tokens_seen / max(self.train_seconds, 1e-9)
         steps_s = self.step / max(self.train_seconds, 1e-9)
         result = TrainResult(

@@ -1,0 +1,70 @@
+"""Validation during training: teacher-forced loss and accuracy, and greedy BLEU when asked."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from csan.config import Config
+from csan.data import collate
+from csan.decoding.translate import translate_lines
+from csan.evaluation.bleu import score
+from csan.training.data import TrainingData
+
+__all__ = ["teacher_forced_metrics", "validate"]
+
+
+@torch.no_grad()
+def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> dict[str, float]:
+    """Validation loss (NLL, bits per token) and token accuracy with teacher forcing."""
+    order = sorted(range(len(split)), key=lambda i: (len(split.tgt[i]), len(split.src[i])))
+    # pairs the model cannot take (an empty side, or longer than max_positions) are left out one by
+    # one, so that one long sentence does not drop its whole batch
+    max_pos = getattr(model, "max_positions", None) or float("inf")
+    order = [
+        i
+        for i in order
+        if split.src[i]
+        and split.tgt[i]
+        and len(split.src[i]) + 1 <= max_pos
+        and len(split.tgt[i]) + 1 <= max_pos
+    ]
+    nll = correct = tokens = 0.0
+    start = 0
+    while start < len(order):
+        longest, end = 0, start
+        while end < len(order):
+            longest = max(longest, len(split.src[order[end]]) + 1, len(split.tgt[order[end]]) + 1)
+            if (end - start + 1) * longest > max_tokens and end > start:
+                break
+            end += 1
+        idx = order[start:end]
+        start = end
+        b = collate([(split.src[i], split.tgt[i]) for i in idx], idx).to(device)
+        logits = model(b.src, b.tgt_in).float()
+        mask = b.tgt_out.ne(model.pad_id)
+        nll += F.cross_entropy(logits[mask], b.tgt_out[mask], reduction="sum").item()
+        correct += logits[mask].argmax(-1).eq(b.tgt_out[mask]).sum().item()
+        tokens += mask.sum().item()
+    return {"loss": nll / max(tokens, 1) / math.log(2), "accuracy": correct / max(tokens, 1)}
+
+
+def validate(model, data: TrainingData, cfg: Config, *, device) -> dict[str, float]:
+    """Teacher-forced loss/accuracy, and greedy BLEU when ``train.valid_bleu``."""
+    metrics = teacher_forced_metrics(model, data.valid, device=device)
+    if cfg.train.valid_bleu:
+        hyps = translate_lines(
+            model,
+            data.spm,
+            data.valid.src_text,
+            beam=1,
+            lenpen=0.0,
+            max_tokens=cfg.decode.max_tokens,
+            max_len_a=cfg.decode.max_len_a,
+            max_len_b=cfg.decode.max_len_b,
+            device=device,
+        )
+        metrics["bleu"] = score(hyps, data.valid.tgt_text).bleu
+    return metrics
