@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from csan.functional import local_attention
 from csan.machine import machine_info
 
 __all__ = [
@@ -84,12 +85,7 @@ def _kernels(device: torch.device) -> dict[str, Kernel | None]:
         "blocked": blocked_local_attention,
         "flex": flex_local_attention if flex_available(device) else None,
     }
-    try:
-        from csan.functional import local_attention
-
-        kernels["auto"] = lambda q, k, v, **kw: local_attention(q, k, v, backend="auto", **kw)
-    except ImportError:  # functional.py not there yet
-        kernels["auto"] = None
+    kernels["auto"] = lambda q, k, v, **kw: local_attention(q, k, v, backend="auto", **kw)
     return kernels
 
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from csan.data.corpus import normalize
 from csan.decoding.beam import beam_search, greedy_search
 from csan.errors import CsanError
 from csan.models.base import Seq2SeqModel
@@ -62,11 +63,7 @@ def normalize_line(line: str) -> str:
 
 
 def _normalizer() -> Callable[[str], str]:
-    """``csan.data.corpus.normalize`` (if it is there) followed by :func:`normalize_line`."""
-    try:
-        from csan.data.corpus import normalize  # type: ignore[attr-defined]
-    except ImportError:
-        return normalize_line
+    """``csan.data.corpus.normalize`` followed by :func:`normalize_line`."""
     return lambda line: normalize_line(normalize(line))
 
 

@@ -7,6 +7,8 @@ from torch import nn
 from csan.config import ModelConfig
 from csan.errors import CsanError
 from csan.models.base import EncoderOutput, Seq2SeqModel, reorder_state
+from csan.models.convs2s import ConvS2S
+from csan.models.transformer import Transformer
 
 __all__ = ["EncoderOutput", "Seq2SeqModel", "build_model", "reorder_state"]
 
@@ -23,12 +25,8 @@ def build_model(cfg: ModelConfig, vocab_size: int) -> nn.Module:
     """
     try:
         if cfg.arch == "transformer":
-            from csan.models.transformer import Transformer
-
             return Transformer(cfg, vocab_size)
         if cfg.arch == "convs2s":
-            from csan.models.convs2s import ConvS2S
-
             return ConvS2S(cfg, vocab_size)
     except (ValueError, TypeError) as e:
         raise CsanError(f"model config: {e}") from None
