@@ -44,7 +44,7 @@ def module_name(path: Path) -> str:
 
 
 def layer(module: str) -> int:
-    """The rank of a module's layer: ``csan.<first part>``, ``csan.bench_long`` as ``bench``."""
+    """The rank of a module's layer: ``csan.<first part>``, ``csan.bench.long`` in ``bench``."""
     first = module.split(".")[1] if "." in module else module
     first = first.split("_")[0] if first.startswith("bench") else first
     return RANK.get(first, len(LAYERS))
@@ -63,7 +63,9 @@ def imports(path: Path, module: str, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            names = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known]
+            names = [
+                f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known
+            ]
             names = names or [base]
         else:
             continue
@@ -75,22 +77,21 @@ def imports(path: Path, module: str, known: set[str]) -> set[str]:
     return found
 
 
+def _own_import(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return bool(node.level) or (node.module or "").startswith("csan")
+    return isinstance(node, ast.Import) and any(a.name.startswith("csan") for a in node.names)
+
+
 def hidden_imports(path: Path) -> tuple[int, int]:
     """Imports of csan modules inside a function, and inside a ``try``: (count, count)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     inner = guarded = 0
     for outer in ast.walk(tree):
-        kind = (ast.FunctionDef, ast.AsyncFunctionDef) if not isinstance(outer, ast.Try) else ()
-        if not (isinstance(outer, ast.Try) or kind and isinstance(outer, kind)):
-            continue
-        body = outer.body if isinstance(outer, ast.Try) else outer.body
-        for node in (n for stmt in body for n in ast.walk(stmt)):
-            own = isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("csan"))
-            own = own or isinstance(node, ast.Import) and any(a.name.startswith("csan") for a in node.names)
-            if own and isinstance(outer, ast.Try):
-                guarded += 1
-            elif own:
-                inner += 1
+        if isinstance(outer, ast.Try):
+            guarded += sum(_own_import(n) for stmt in outer.body for n in ast.walk(stmt))
+        elif isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner += sum(_own_import(n) for stmt in outer.body for n in ast.walk(stmt))
     return inner, guarded
 
 
@@ -155,17 +156,19 @@ def main() -> int:
     print(f"import circles: {len(found)}")
     for component in found:
         print("  " + " <-> ".join(component))
-    upward = sorted(
-        (a, b) for a, targets in edges.items() for b in targets if layer(b) < layer(a)
-    )
+    upward = sorted((a, b) for a, targets in edges.items() for b in targets if layer(b) < layer(a))
     print(f"upward edges (a lower layer importing a higher one): {len(upward)}")
     for a, b in upward:
         print(f"  {a} -> {b}")
     hidden = {m: hidden_imports(path) for m, path in files.items() if m not in SKIP}
     in_functions = {m: n for m, (n, _) in hidden.items() if n}
     in_try = {m: n for m, (_, n) in hidden.items() if n}
-    print(f"csan imports inside functions: {sum(in_functions.values())} in {len(in_functions)} files")
-    print("csan imports inside try: " + (", ".join(f"{m} ({n})" for m, n in in_try.items()) or "none"))
+    print(
+        f"csan imports inside functions: {sum(in_functions.values())} in {len(in_functions)} files"
+    )
+    print(
+        "csan imports inside try: " + (", ".join(f"{m} ({n})" for m, n in in_try.items()) or "none")
+    )
     return 1 if args.check and (found or upward or in_try) else 0
 
 

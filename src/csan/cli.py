@@ -276,14 +276,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     _keep_freed_memory()
     if args.what == "attention":
-        from csan.bench import main as bench_main
+        from csan.bench.attention import main as bench_main
 
         return int(bench_main(args.rest) or 0)
     if args.what == "long":
-        from csan.bench_long import main as long_main
+        from csan.bench.long import main as long_main
 
         return int(long_main(args.rest) or 0)
-    from csan.bench_nmt import main as nmt_bench_main
+    from csan.bench.nmt import main as nmt_bench_main
 
     return int(nmt_bench_main([args.what, *args.rest]) or 0)
 

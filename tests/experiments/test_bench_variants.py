@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from csan.bench_nmt import compiled_side_by_side, main, run_variant_bench
+from csan.bench.nmt import main
+from csan.bench.variants import compiled_side_by_side, run_variant_bench
 from csan.errors import CsanError
 
 EAGER = ["train.compile=false", "train.cpu_bf16=false"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from csan import bench
+from csan.bench import attention as bench
 from csan.functional import local_attention
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from csan import bench_long
+from csan.bench import long as bench_long
 
 
 def _args(**kw: object) -> argparse.Namespace:
@@ -55,7 +55,7 @@ def test_child_failures_are_classified(
 
 def test_memory_cap_refuses_a_large_allocation() -> None:
     code = (
-        "import torch; from csan.bench_long import _cap_memory; _cap_memory(3.0)\n"
+        "import torch; from csan.bench.long import _cap_memory; _cap_memory(3.0)\n"
         "try:\n    torch.empty(2**31, dtype=torch.float32).fill_(1)\n"
         "except RuntimeError as e:\n    print('refused' if 'allocate' in str(e) else e)\n"
     )

@@ -122,7 +122,7 @@ def _run_child(args: argparse.Namespace, backend: str) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
-        "csan.bench_long",
+        "csan.bench.long",
         "--child",
         "--backend",
         backend,

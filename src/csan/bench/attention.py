@@ -1,7 +1,7 @@
 """Attention benchmark: csan's kernels against one band-masked SDPA call (O(T^2)).
 
 Run it as ``csan bench attention [--lengths ...] [--device ...] [--out DIR]`` (or
-``python -m csan.bench``); results go to ``<out>/attention-<device>-<date>.{json,md}`` with the machine
+``python -m csan.bench.attention``); results go to ``<out>/attention-<device>-<date>.{json,md}`` with the machine
 (:func:`csan.machine.machine_info`) and the harness (:func:`harness`).
 
 Backends: ``sdpa`` is the reference every ratio divides by: one

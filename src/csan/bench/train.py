@@ -1,0 +1,201 @@
+"""``csan bench train``: csan's training step against ``torch.nn.Transformer`` of the same size.
+
+The csan Transformer of a preset and a ``torch.nn.Transformer`` of the same size (same embeddings
+tied to the output layer, same dropout, pre- or post-norm alike) train side by side on the same real
+batches, alternating step by step (the order rotating) so that all see the same machine state.
+Reported: median step time (forward, backward, Adam) and target tokens per second, csan both in
+plain float32 eager mode and in the mode ``auto`` picks on this machine (bf16 autocast and
+torch.compile where the CPU computes bf16 natively; see :mod:`csan.machine`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from csan.config import load_config
+from csan.machine import choose_runtime
+from csan.models import build_model
+from csan.models.transformer import sinusoidal_positions
+from csan.training.data import load_training_data
+from csan.training.loss import TranslationLoss
+
+__all__ = ["TorchTransformer", "run_train_bench"]
+
+
+class TorchTransformer(nn.Module):
+    """``torch.nn.Transformer`` with tied embeddings, sinusoidal positions and an output layer."""
+
+    def __init__(
+        self,
+        *,
+        vocab: int,
+        d_model: int,
+        heads: int,
+        ffn: int,
+        enc: int,
+        dec: int,
+        dropout: float,
+        pre_norm: bool,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__()
+
+        self.pad_id = pad_id
+        self.embed = nn.Embedding(vocab, d_model, padding_idx=pad_id)
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
+        self.register_buffer("pos", sinusoidal_positions(1024, d_model), persistent=False)
+        self.scale = math.sqrt(d_model)
+        self.dropout = dropout
+        self.core = nn.Transformer(
+            d_model=d_model,
+            nhead=heads,
+            num_encoder_layers=enc,
+            num_decoder_layers=dec,
+            dim_feedforward=ffn,
+            dropout=dropout,
+            batch_first=True,
+            norm_first=pre_norm,
+        )
+
+    def _embed(self, tokens: Tensor) -> Tensor:
+        x = self.embed(tokens) * self.scale + self.pos[: tokens.size(1)]
+        return F.dropout(x, self.dropout, self.training)
+
+    def loss(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float) -> Tensor:
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
+        h = self.core(
+            self._embed(src),
+            self._embed(tgt_in),
+            tgt_mask=causal,
+            tgt_is_causal=True,
+            src_key_padding_mask=src.eq(self.pad_id),
+            memory_key_padding_mask=src.eq(self.pad_id),
+        )
+        mask = tgt_out.ne(self.pad_id)
+        logits = F.linear(h[mask], self.embed.weight)
+        return F.cross_entropy(
+            logits.float(), tgt_out[mask], label_smoothing=epsilon, reduction="sum"
+        )
+
+
+def median_step(step: Callable[[], None], warmup: int, repeats: int) -> float:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run_train_bench(
+    preset: str = "multi30k-small",
+    *,
+    steps: int = 20,
+    warmup: int = 5,
+    overrides: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Median step time of csan (float32 eager, and the mode ``auto`` picks) and torch.nn.Transformer.
+
+    All three train on the same ``steps`` real batches of the preset's corpus, interleaved. The second
+    csan row runs what the preset's ``train.cpu_bf16`` / ``train.compile`` choose on this machine
+    (:func:`csan.machine.choose_runtime`); where that is float32 eager too, the two csan rows are
+    two models in the same mode (their difference is the bench's noise). Every system steps with
+    PyTorch's fused Adam, as the trainer does.
+    """
+
+    cfg = load_config(preset, [*overrides, "train.evaluate_test=false"])
+    data = load_training_data(cfg)
+    m = cfg.model
+    batches = [data.batch(idx) for idx in data.sampler.batches(1)[: warmup + steps]]
+    torch.manual_seed(0)
+    systems: dict[str, tuple[Callable[[Any], Tensor], nn.Module, Any]] = {}
+
+    def add(name: str, module: nn.Module, loss_of: Callable[[Any], Tensor], ctx: Any) -> None:
+        systems[name] = (loss_of, module, ctx)
+
+    ours = build_model(m, len(data.spm))
+    plain = TranslationLoss(ours, epsilon=cfg.train.label_smoothing)
+    add(
+        "csan fp32 eager",
+        ours,
+        lambda b: plain(b.src, b.tgt_in, b.tgt_out)[0],
+        contextlib.nullcontext,
+    )
+    tc = cfg.train
+
+    auto = choose_runtime(tc.cpu_bf16, tc.compile, device="cpu", warn=False)
+    ours2 = build_model(m, len(data.spm))
+    fast = TranslationLoss(ours2, epsilon=tc.label_smoothing)
+    fast_fn = torch.compile(fast, dynamic=True) if auto.compile else fast
+    ctx = (
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        if auto.bf16
+        else contextlib.nullcontext
+    )
+    setting = "auto" if "auto" in (tc.cpu_bf16, tc.compile) else "preset"
+    add(
+        f"csan {setting}: {auto.mode}", ours2, lambda b: fast_fn(b.src, b.tgt_in, b.tgt_out)[0], ctx
+    )
+    ref = TorchTransformer(
+        vocab=len(data.spm),
+        d_model=m.d_model,
+        heads=m.heads,
+        ffn=m.ffn_dim,
+        enc=m.encoder_layers,
+        dec=m.decoder_layers,
+        dropout=m.dropout,
+        pre_norm=m.pre_norm,
+    )
+    add(
+        "torch.nn.Transformer fp32",
+        ref,
+        lambda b: ref.loss(b.src, b.tgt_in, b.tgt_out, tc.label_smoothing),
+        contextlib.nullcontext,
+    )
+
+    optimizers = {
+        n: torch.optim.Adam(mod.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+        for n, (_, mod, _) in systems.items()
+    }
+    times: dict[str, list[float]] = {n: [] for n in systems}
+    names = list(systems)
+    for i, batch in enumerate(batches):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate: no cold-cache bias
+            loss_of, module, ctx = systems[name]
+            module.train()
+            t0 = time.perf_counter()
+            optimizers[name].zero_grad(set_to_none=True)
+            with ctx():
+                loss = loss_of(batch)
+            (loss / batch.tgt_tokens).backward()
+            optimizers[name].step()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t0)
+    tokens = sum(b.tgt_tokens for b in batches[warmup:])
+    params = {n: sum(p.numel() for p in mod.parameters()) for n, (_, mod, _) in systems.items()}
+    base = statistics.median(times["torch.nn.Transformer fp32"])
+    rows = []
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        rows.append(
+            {
+                "system": name,
+                "params": params[name],
+                "median_step_ms": round(med * 1e3, 1),
+                "tokens_per_s": round(tokens / sum(ts), 1),
+                "relative_to_torch": round(base / med, 3),
+                "steps": len(ts),
+            }
+        )
+    return rows
