@@ -16,11 +16,11 @@ MODULES = [
     "csan.attention.registry",
     "csan.attention.vanilla",
     "csan.attention.csan",
-    "csan.attention.relative",
+    "csan.attention.rel_pos",
     "csan.attention.localness",
     "csan.attention.block",
     "csan.attention.cnn",
-    "csan.attention.directional",
+    "csan.attention.bi_direct",
     "csan.attention.context",
     "csan.attention.conv_qkv",
 ]

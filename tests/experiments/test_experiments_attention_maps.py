@@ -62,7 +62,7 @@ def rebuild(
     heads_out = w @ v
     if name == "rel_pos":  # sum_j a_ij aV_{r_ij}
         t = x.size(1)
-        buckets = csan.attention.relative.relative_buckets(t, t, attn.max_relative, x.device)
+        buckets = csan.attention.rel_pos.relative_buckets(t, t, attn.max_relative, x.device)
         heads_out = heads_out + torch.einsum("bhij,ijd->bhid", w, attn.rel_v[buckets])
     return attn.out_proj(merge_heads(heads_out))
 

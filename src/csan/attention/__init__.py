@@ -13,14 +13,14 @@ Example:
 """
 
 from csan.attention import (  # noqa: F401  (each import registers its variants)
+    bi_direct,
     block,
     cnn,
     context,
     conv_qkv,
     csan,
-    directional,
     localness,
-    relative,
+    rel_pos,
     vanilla,
 )
 from csan.attention.base import SelfAttention

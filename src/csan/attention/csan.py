@@ -21,6 +21,7 @@ from torch import Tensor
 from csan.attention.base import SelfAttention, merge_heads
 from csan.attention.registry import register
 from csan.functional import BACKENDS, check_local_options, local_attention, masked_softmax
+from csan.kernels.cache import append_window
 from csan.kernels.dense import head_neighbours, local_band
 
 __all__ = ["Csan1dSelfAttention", "Csan2dSelfAttention"]
@@ -94,7 +95,7 @@ class _WindowedSelfAttention(SelfAttention):
         q, k, v = self.project(x)  # (batch, heads, time, d_h)
         if state is not None:
             # Cached decoding: q holds the newest positions; decoded positions are never padding.
-            k, v = self._extend_cache(state, k, v)
+            k, v = append_window(state, k, v, window=self.window)
             key_padding_mask = None
         out = local_attention(
             q,
@@ -110,15 +111,6 @@ class _WindowedSelfAttention(SelfAttention):
         )
         return self.out_proj(merge_heads(out))
 
-    def _extend_cache(self, state: dict[str, Any], k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Cached keys/values plus the new ones; the cache keeps the last ``window - 1`` of them."""
-        if "k" in state:
-            k = torch.cat([state["k"], k], dim=2)  # (batch, heads, cached + new, d_h)
-            v = torch.cat([state["v"], v], dim=2)
-        start = max(k.size(2) - (self.window - 1), 0)
-        state["k"], state["v"] = k[:, :, start:], v[:, :, start:]
-        return k, v
-
 
 @register("csan1d")
 class Csan1dSelfAttention(_WindowedSelfAttention):
@@ -126,8 +118,8 @@ class Csan1dSelfAttention(_WindowedSelfAttention):
 
     Options:
         window: M, odd >= 1 (default 11). ``M >= 2 * length - 1`` equals vanilla attention.
-        backend: kernel for :func:`csan.functional.local_attention` (``"auto"``, ``"dense"``,
-            ``"reference"``, ``"blocked"``).
+        backend: kernel for :func:`csan.functional.local_attention`, one of its ``BACKENDS``
+            (``"auto"``, ``"dense"``, ``"reference"``, ``"blocked"``, ``"flex"`` on CUDA).
 
     Example:
         >>> import torch

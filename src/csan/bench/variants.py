@@ -95,7 +95,6 @@ def run_variant_bench(
         ['vanilla', 'csan1d']
     """
 
-
     if steps < 1 or warmup < 0:
         raise CsanError(f"--steps must be >= 1 and --warmup >= 0, got {steps} and {warmup}")
     base = load_config(config, list(overrides))

@@ -16,12 +16,12 @@ directly only when the options are known to be valid.
 """
 
 from csan.kernels.blocked import blocked_local_attention
-from csan.kernels.cache import WindowCache
+from csan.kernels.cache import append_window
 from csan.kernels.dense import dense_local_attention, masked_attention
 from csan.kernels.reference import reference_local_attention
 
 __all__ = [
-    "WindowCache",
+    "append_window",
     "blocked_local_attention",
     "dense_local_attention",
     "masked_attention",

@@ -9,9 +9,9 @@ The cache lives in the module's incremental-decoding ``state`` dict (tensors bat
 
 Example (a decoder layer's attention, in its ``forward`` with ``state`` given)::
 
-    cache = WindowCache(window=11, head_window=3)   # built once, in __init__
-    q, k, v = self.project(x)                       # x: only the newest positions
-    out = cache.step(state, q, k, v)                # (batch, heads, new, d_h)
+    q, k, v = self.project(x)                                # x: only the newest positions
+    k, v = append_window(state, k, v, window=self.window)   # cached + new keys and values
+    out = local_attention(q, k, v, window=self.window, causal=True)  # (batch, heads, new, d_h)
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from csan.kernels.dense import dense_local_attention
-
-__all__ = ["WindowCache", "append_window"]
+__all__ = ["append_window"]
 
 
 def append_window(
@@ -47,64 +45,3 @@ def append_window(
     start = max(k.size(2) - (window - 1), 0)
     state["k"], state["v"] = k[:, :, start:], v[:, :, start:]
     return k, v
-
-
-class WindowCache:
-    """Incremental decoding for causal 1D/2D-CSAN with a bounded cache.
-
-    Args:
-        window: M, odd >= 1: the query at ``i`` reads keys ``i - M < j <= i``.
-        head_window: N, odd: keys and values of heads ``h - n .. h + n`` (one softmax over all slots).
-        head_boundary: ``"wrap"`` or ``"clip"``, as in ``csan.functional.local_attention``.
-
-    Feeding a sequence step by step (any number of positions per step) through :meth:`step` gives the
-    same outputs as one causal pass over the whole sequence.
-
-    Example:
-        >>> cache, state = WindowCache(window=3, head_window=3), {}
-        >>> x = torch.randn(1, 4, 6, 8)
-        >>> steps = [cache.step(state, x[:, :, i : i + 1], x[:, :, i : i + 1], x[:, :, i : i + 1])
-        ...          for i in range(6)]
-        >>> torch.cat(steps, dim=2).shape, state["k"].shape
-        (torch.Size([1, 4, 6, 8]), torch.Size([1, 4, 2, 8]))
-    """
-
-    def __init__(self, *, window: int, head_window: int = 1, head_boundary: str = "wrap") -> None:
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1 or window % 2 == 0:
-            raise ValueError(f"window must be a positive odd integer, got {window!r}")
-        if head_window < 1 or head_window % 2 == 0:
-            raise ValueError(f"head_window must be a positive odd integer, got {head_window!r}")
-        if head_boundary not in ("wrap", "clip"):
-            raise ValueError(f"head_boundary must be 'wrap' or 'clip', got {head_boundary!r}")
-        self.window = window
-        self.head_window = head_window
-        self.head_boundary = head_boundary
-
-    def step(self, state: dict[str, Any], q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        """Attention of the newest positions; updates ``state`` in place.
-
-        Args:
-            state: the layer's decoding state, ``{}`` at the first step.
-            q, k, v: (batch, heads, new, d_h) for the newest ``new`` positions.
-
-        Returns:
-            (batch, heads, new, d_h).
-        """
-        if q.size(1) < self.head_window:
-            raise ValueError(f"head_window ({self.head_window}) exceeds the heads ({q.size(1)})")
-        k_all, v_all = append_window(state, k, v, window=self.window)
-        return dense_local_attention(
-            q,
-            k_all,
-            v_all,
-            window=self.window,
-            head_window=self.head_window,
-            causal=True,
-            head_boundary=self.head_boundary,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"WindowCache(window={self.window}, head_window={self.head_window}, "
-            f"head_boundary={self.head_boundary!r})"
-        )
