@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from csan import checkpoint as ckpt
 from csan.cli import main
 from csan.data import SubwordModel, normalize
+from csan.decoding import load_model
 from csan.decoding.translate import normalize_line, translate_lines
 
 
@@ -323,7 +324,7 @@ def test_output_that_cannot_be_written_fails_before_translating(
 # -- properties of translation with the real tiny model -------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_model(tiny_run: Path):
-    loaded = ckpt.load_model_dir(tiny_run)
+    loaded = load_model(tiny_run)
     return loaded.model, SubwordModel.from_bytes(loaded.spm_bytes)
 
 

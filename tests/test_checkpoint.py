@@ -12,6 +12,7 @@ import torch
 
 from csan import checkpoint as ckpt
 from csan.config import load_config
+from csan.decoding import load_model
 from csan.errors import CsanError
 from csan.models import build_model
 
@@ -68,7 +69,7 @@ def test_model_folder_round_trip(tmp_path: Path, overrides: tuple[str, ...]) -> 
         "model.safetensors",
         "spm.model",
     ]
-    loaded = ckpt.load_model_dir(tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
     assert loaded.config == tiny_cfg(*overrides)
     assert loaded.spm_bytes == SPM_BYTES
     assert loaded.meta["step"] == 7 and loaded.meta["vocab_size"] == 50
@@ -86,7 +87,7 @@ def test_model_folder_round_trip(tmp_path: Path, overrides: tuple[str, ...]) -> 
 
 def test_tied_embeddings_stay_tied_after_loading(tmp_path: Path) -> None:
     saved_model(tmp_path / "m")
-    model = ckpt.load_model_dir(tmp_path / "m").model
+    model = load_model(tmp_path / "m").model
     assert model.src_embed.weight is model.tgt_embed.weight
 
 
@@ -107,7 +108,7 @@ def test_pickle_checkpoint_is_refused_and_never_executed(tmp_path: Path, name: s
     marker = tmp_path / "pwned"
     folder = tmp_path / "old-model"
     pickle_file(folder / name, marker)
-    for call in (ckpt.find_model_dir, ckpt.load_model_dir):
+    for call in (ckpt.find_model_dir, load_model):
         with pytest.raises(CsanError) as info:
             call(folder)
         message = str(info.value)
@@ -122,7 +123,7 @@ def test_pickle_renamed_to_safetensors_is_refused_and_never_executed(tmp_path: P
     saved_model(folder)
     pickle_file(folder / "model.safetensors", marker)
     with pytest.raises(CsanError, match=r"model\.safetensors: cannot read weights"):
-        ckpt.load_model_dir(folder)
+        load_model(folder)
     assert not marker.exists()
 
 
@@ -151,7 +152,7 @@ def test_corrupted_weights_are_a_csan_error_naming_the_file(tmp_path: Path, dama
     else:  # header length says more than the file holds
         path.write_bytes((10**12).to_bytes(8, "little") + data[8:])
     with pytest.raises(CsanError) as info:
-        ckpt.load_model_dir(folder)
+        load_model(folder)
     message = str(info.value)
     assert message.startswith(f"{path}: cannot read weights"), message
     assert "\n" not in message
@@ -162,7 +163,7 @@ def test_weights_of_another_shape_do_not_fit(tmp_path: Path) -> None:
     saved_model(tmp_path / "wide", "model.ffn_dim=40")
     os.replace(tmp_path / "wide" / "model.safetensors", tmp_path / "small" / "model.safetensors")
     with pytest.raises(CsanError, match=r"small/model\.safetensors: "):
-        ckpt.load_model_dir(tmp_path / "small")
+        load_model(tmp_path / "small")
 
 
 @pytest.mark.parametrize(("weights_from", "expected"), [(1, "missing"), (3, "unexpected")])
@@ -173,7 +174,7 @@ def test_weights_with_other_tensors_do_not_fit(
     saved_model(tmp_path / "other", f"model.encoder_layers={weights_from}")
     os.replace(tmp_path / "other" / "model.safetensors", tmp_path / "two" / "model.safetensors")
     with pytest.raises(CsanError) as info:
-        ckpt.load_model_dir(tmp_path / "two")
+        load_model(tmp_path / "two")
     message = str(info.value)
     assert message.startswith(f"{tmp_path / 'two' / 'model.safetensors'}: weights do not fit")
     assert (
@@ -206,14 +207,14 @@ def test_bad_config_json(tmp_path: Path, damage: str, expected: str) -> None:
         meta["config"]["model"]["d_modle"] = 3
         path.write_text(json.dumps(meta), encoding="utf-8")
     with pytest.raises(CsanError, match=expected):
-        ckpt.load_model_dir(folder)
+        load_model(folder)
 
 
 def test_missing_subword_model(tmp_path: Path) -> None:
     saved_model(tmp_path / "m")
     (tmp_path / "m" / "spm.model").unlink()
     with pytest.raises(CsanError, match=r"spm\.model: missing"):
-        ckpt.load_model_dir(tmp_path / "m")
+        load_model(tmp_path / "m")
 
 
 # -- resolving --model ----------------------------------------------------------------------------
@@ -261,7 +262,7 @@ def test_find_model_dir_errors(tmp_path: Path) -> None:
 
 def test_a_real_run_folder_resolves_and_loads(tiny_run: Path) -> None:
     assert ckpt.find_model_dir(tiny_run) == tiny_run / "model"
-    loaded = ckpt.load_model_dir(tiny_run)
+    loaded = load_model(tiny_run)
     assert loaded.config.model.d_model == load_config("tiny").model.d_model
     last = ckpt.latest_checkpoint(tiny_run)
     assert last is not None and last.name == "step_00000050"
@@ -329,10 +330,12 @@ def test_optimizer_state_round_trips_without_pickle(tmp_path: Path) -> None:
 
 def test_average_checkpoints_is_the_elementwise_mean(tmp_path: Path) -> None:
     models = [saved_model(tmp_path / f"m{i}", seed=i) for i in range(3)]
-    target = build_model(tiny_cfg().model, 50)
-    ckpt.average_checkpoints(target, [tmp_path / f"m{i}" for i in range(3)])
-    for name, value in target.state_dict().items():
+    ckpt.average_model_dirs([tmp_path / f"m{i}" for i in range(3)], tmp_path / "avg", made_from="t")
+    loaded = load_model(tmp_path / "avg")
+    assert loaded.meta["made_from"] == "t"
+    for name, value in loaded.model.state_dict().items():
         mean = sum(m.state_dict()[name].double() for m in models) / 3
         torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-7)
     with pytest.raises(CsanError, match="no checkpoints to average"):
-        ckpt.average_checkpoints(target, [])
+        ckpt.average_model_dirs([], tmp_path / "none", made_from="t")
+    assert not (tmp_path / "none").exists()

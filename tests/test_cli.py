@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from csan.checkpoint import load_model_dir
 from csan.cli import main
+from csan.decoding import load_model
 
 SUBCOMMANDS = ["train", "translate", "evaluate", "info", "average", "attention", "bench"]
 INPUT = ["A dog runs on the grass .", "", "Two men are talking .", "   ", "", "A girl ."]
@@ -145,7 +145,7 @@ def test_train_small_run_end_to_end(
     )  # fmt: skip
     assert code == 0, err
     assert "training stopped: max_steps=3" in out
-    assert load_model_dir(tmp_path).meta["made_from"] == "copy of step_00000003"
+    assert load_model(tmp_path).meta["made_from"] == "copy of step_00000003"
 
 
 # -- translate ------------------------------------------------------------------------------------
@@ -336,7 +336,7 @@ def test_info_of_a_trained_model_and_presets(
 ) -> None:
     code, table, err = run(capsys, "info", "--model", tiny_run)
     assert code == 0, err
-    model = load_model_dir(tiny_run).model
+    model = load_model(tiny_run).model
     assert total_parameters(table) == sum(p.numel() for p in model.parameters())
     code, out, _ = run(capsys, "info", "--presets")
     assert code == 0 and "tiny" in out.split()
@@ -363,7 +363,7 @@ def test_average(capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_run: P
     for name, value in averaged.items():
         mean = (parts[0][name].double() + parts[1][name].double()) / 2
         torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6)
-    load_model_dir(out)
+    load_model(out)
 
 
 @pytest.mark.parametrize("last", ["0", "-1"])

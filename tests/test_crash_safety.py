@@ -26,6 +26,7 @@ import torch
 from csan import checkpoint as ckpt
 from csan.cli import main
 from csan.config import load_config
+from csan.decoding import load_model
 from csan.errors import CsanError
 from csan.training import trainer as trainer_module
 from csan.training.loss import TranslationLoss
@@ -85,7 +86,7 @@ def assert_complete_checkpoint(run: Path) -> int:
     folder = ckpt.latest_checkpoint(run)
     assert folder is not None and folder.name == f"step_{last_step(run):08d}"
     assert sorted(p.name for p in folder.iterdir()) == sorted(ckpt.CHECKPOINT_FILES)
-    loaded = ckpt.load_model_dir(folder)
+    loaded = load_model(folder)
     assert all(torch.isfinite(p).all() for p in loaded.model.parameters())
     tensors, meta = ckpt.load_trainer_state(folder)
     ckpt.check_trainer_state(folder, tensors, meta)
@@ -160,7 +161,7 @@ def test_sigterm_checkpoints_and_exits_143(tmp_path: Path, tiny_overrides: list[
     assert summary["stop_reason"] == "signal SIGTERM" and summary["interrupted_by"] == "SIGTERM"
     assert summary["steps"] == step and summary["test"] is None  # no test scoring after a signal
     assert not (run / "test2016.hyp").exists()
-    ckpt.load_model_dir(run / "model")
+    load_model(run / "model")
 
 
 def test_sigint_in_process_stops_at_a_step_boundary(
@@ -254,7 +255,7 @@ def test_non_finite_updates_are_skipped_with_a_warning(
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
     assert [r["step"] for r in logged] == [1, 2, 3, 4, 5, 6]
     assert all(math.isfinite(r["loss"]) for r in logged)
-    model = ckpt.load_model_dir(tmp_path).model
+    model = load_model(tmp_path).model
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 

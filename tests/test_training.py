@@ -12,10 +12,9 @@ import sacrebleu
 import torch
 from safetensors.torch import load_file
 
-from csan import checkpoint as ckpt
 from csan.config import load_config
 from csan.data import SubwordModel, read_lines
-from csan.decoding import translate_lines
+from csan.decoding import load_model, translate_lines
 from csan.errors import CsanError
 from csan.training.schedule import make_schedule
 from csan.training.trainer import train
@@ -60,7 +59,7 @@ def test_tiny_overfits_100_pairs(
     assert result.best_valid is not None and result.best_valid["accuracy"] > 0.95
     src = read_lines(multi30k_dir / "train.en")[:n]
     ref = read_lines(multi30k_dir / "train.de")[:n]
-    loaded = ckpt.load_model_dir(tmp_path / "run")
+    loaded = load_model(tmp_path / "run")
     hyps = translate_lines(
         loaded.model, SubwordModel.from_bytes(loaded.spm_bytes), src, beam=1, lenpen=0.0
     )
@@ -191,7 +190,7 @@ def test_metrics_checkpoints_pruning_and_final_model(
             "trainer.json",
         }
 
-    loaded = ckpt.load_model_dir(tmp_path / "model")
+    loaded = load_model(tmp_path / "model")
     assert loaded.config == cfg
     assert result.model_dir == tmp_path / "model"
     best_weights = load_file(str(tmp_path / "checkpoints" / best / "model.safetensors"))
@@ -231,7 +230,7 @@ def test_average_last_makes_the_final_model_the_mean(
         torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6, msg=name)
     meta = json.loads((tmp_path / "model" / "config.json").read_text())
     assert meta["made_from"].startswith("average of 3 checkpoints")
-    ckpt.load_model_dir(tmp_path / "model")
+    load_model(tmp_path / "model")
 
 
 def test_test_split_is_scored_at_the_end(tiny_run: Path, multi30k_dir: Path) -> None:

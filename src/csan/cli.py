@@ -129,27 +129,16 @@ def _write_output(path: str | None, lines: list[str]) -> None:
 def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
     import torch
 
-    from csan.checkpoint import load_model_dir
-    from csan.data import SubwordModel
-    from csan.decoding.translate import translate_lines
-    from csan.training.trainer import pick_device
+    from csan.decoding import Translator
+    from csan.machine import pick_device
 
-    device = pick_device(args.device)
+    device = pick_device(args.device, setting="--device")
     if args.threads:
         torch.set_num_threads(args.threads)
     _keep_freed_memory()
-    loaded = load_model_dir(args.model, device=device)
-    dc = loaded.config.decode
-    return translate_lines(
-        loaded.model,
-        SubwordModel.from_bytes(loaded.spm_bytes),
-        lines,
-        beam=args.beam if args.beam is not None else dc.beam,
-        lenpen=args.lenpen if args.lenpen is not None else dc.lenpen,
-        max_tokens=args.max_tokens or dc.max_tokens,
-        max_len_a=dc.max_len_a,
-        max_len_b=dc.max_len_b,
-        device=device,
+    translator = Translator.from_dir(args.model, device=device)
+    return translator.translate(
+        lines, beam=args.beam, lenpen=args.lenpen, max_tokens=args.max_tokens
     )
 
 
@@ -157,7 +146,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder, or a run folder (uses its model/)")
     p.add_argument("--beam", type=int, help="beam size (default: the model's, 4); 1 = greedy")
     p.add_argument("--lenpen", type=float, help="length penalty alpha (default 0.6)")
-    p.add_argument("--max-tokens", type=int, default=0, help="source tokens per batch")
+    p.add_argument("--max-tokens", type=int, help="source tokens per batch (default: the model's)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
 
@@ -203,9 +192,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("\n".join(presets()))
         return 0
     if args.model:
-        from csan.checkpoint import load_model_dir
+        from csan.decoding import load_model
 
-        loaded = load_model_dir(args.model)
+        loaded = load_model(args.model)
         model, cfg = loaded.model, loaded.config
     else:
         from csan.models import build_model
@@ -219,8 +208,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _machine_lines(cfg) -> str:
     """What this machine has and what ``train.cpu_bf16`` / ``train.compile`` choose on it, and why."""
-    from csan.machine import choose_runtime, describe_machine
-    from csan.training.trainer import pick_device
+    from csan.machine import choose_runtime, describe_machine, pick_device
 
     tc = cfg.train
     device = pick_device(tc.device)
@@ -232,13 +220,7 @@ def _machine_lines(cfg) -> str:
 
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from csan.checkpoint import (
-        average_checkpoints,
-        load_model_dir,
-        save_model_dir,
-        step_folders,
-        write_folder_atomically,
-    )
+    from csan.checkpoint import average_model_dirs, step_folders
 
     if args.last < 1:
         raise CsanError(f"average: --last must be >= 1, got {args.last}")
@@ -246,15 +228,8 @@ def cmd_average(args: argparse.Namespace) -> int:
     if not steps:
         raise CsanError(f"{Path(args.run) / 'checkpoints'}: no checkpoints to average")
     chosen = steps[-args.last :]
-    loaded = load_model_dir(chosen[-1])
-    average_checkpoints(loaded.model, chosen)
     how = f"average of {', '.join(p.name for p in chosen)}"
-    write_folder_atomically(
-        Path(args.out),
-        lambda tmp: save_model_dir(
-            tmp, loaded.model, loaded.config, loaded.spm_bytes, made_from=how
-        ),
-    )
+    average_model_dirs(chosen, Path(args.out), made_from=how)
     print(f"wrote {args.out} ({how})")
     return 0
 
@@ -390,7 +365,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Heat maps of one sentence's self-attention weights, one per head."""
-    from csan.checkpoint import load_model_dir
+    from csan.decoding import load_model
     from csan.experiments.attention_maps import plot_attention, sentence_attention
 
     if args.threads:
@@ -398,7 +373,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     amap = sentence_attention(
-        load_model_dir(args.model),
+        load_model(args.model),
         args.sentence,
         layer=args.layer,
         side=args.side,

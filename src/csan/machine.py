@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import torch
 
+from csan.errors import CsanError
+
 __all__ = [
     "Machine",
     "RuntimeChoice",
@@ -39,6 +41,7 @@ __all__ = [
     "describe_machine",
     "keep_freed_memory",
     "machine_info",
+    "pick_device",
 ]
 
 Switch = bool | Literal["auto"]  # the type of train.cpu_bf16 and train.compile
@@ -325,3 +328,19 @@ def machine_info(device: str | torch.device = "cpu", **extra: Any) -> dict[str, 
         pass
     info.update(extra)
     return info
+
+
+def pick_device(name: str, *, setting: str = "train.device") -> torch.device:
+    """A device name (``train.device``, ``--device``) -> a torch device; ``"auto"`` is CUDA when
+    available, else the CPU. A bad name is a CsanError naming ``setting``.
+
+    Example:
+        >>> pick_device("cpu")
+        device(type='cpu')
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise CsanError(f"{setting}: unknown device {name!r}") from None

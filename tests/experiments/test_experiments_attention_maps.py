@@ -9,10 +9,11 @@ import torch
 
 import csan.attention
 from csan.attention.base import merge_heads
-from csan.checkpoint import load_model_dir, save_model_dir
+from csan.checkpoint import save_model_dir
 from csan.cli import main
 from csan.config import load_config
 from csan.data import SubwordModel
+from csan.decoding import load_model
 from csan.errors import CsanError
 from csan.experiments.attention_maps import plot_attention, sentence_attention
 from csan.models import build_model
@@ -166,7 +167,7 @@ def csan_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_sentence_attention_shows_the_window(csan_model_dir: Path, tmp_path: Path) -> None:
-    loaded = load_model_dir(csan_model_dir)
+    loaded = load_model(csan_model_dir)
     amap = sentence_attention(loaded, "a dog runs on the grass .", layer=0)
     t = len(amap.queries)
     assert amap.weights.shape == (4, t, t) and amap.queries[-1] == "</s>"
@@ -190,7 +191,7 @@ def test_sentence_attention_passes_the_history_to_deep_context(tmp_path: Path) -
         "model.attention_options.context.context=deep_global+deep",
     ]
     untrained_model_dir(tmp_path, overrides)
-    loaded = load_model_dir(tmp_path)
+    loaded = load_model(tmp_path)
     for side, target in (("encoder", None), ("decoder", "ein Hund")):
         amap = sentence_attention(loaded, "a dog runs .", layer=1, side=side, target=target)
         assert amap.variant == "context (deep_global+deep context)"
@@ -198,7 +199,7 @@ def test_sentence_attention_passes_the_history_to_deep_context(tmp_path: Path) -
 
 
 def test_sentence_attention_errors(csan_model_dir: Path) -> None:
-    loaded = load_model_dir(csan_model_dir)
+    loaded = load_model(csan_model_dir)
     with pytest.raises(CsanError, match="--layer 2: the encoder has layers 0-1"):
         sentence_attention(loaded, "a dog", layer=2)
     with pytest.raises(CsanError, match="--side must be encoder or decoder"):

@@ -6,9 +6,7 @@ import math
 import time
 from typing import Any
 
-from csan.checkpoint import load_model_dir
-from csan.data import SubwordModel
-from csan.decoding.translate import translate_lines
+from csan.decoding.translator import Translator
 from csan.evaluation.bleu import read_text
 
 __all__ = ["run_translate_bench"]
@@ -17,24 +15,16 @@ __all__ = ["run_translate_bench"]
 def run_translate_bench(
     model_dir: str, src: str, *, beam: int = 4, repeats: int = 1
 ) -> dict[str, Any]:
-    """Sentences per second of ``translate_lines`` (model loading timed separately)."""
+    """Sentences per second of a :class:`~csan.decoding.Translator` (model loading timed apart)."""
 
     t0 = time.perf_counter()
-    loaded = load_model_dir(model_dir)
-    spm = SubwordModel.from_bytes(loaded.spm_bytes)
+    translator = Translator.from_dir(model_dir)
     load_s = time.perf_counter() - t0
     lines = read_text(src)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        translate_lines(
-            loaded.model,
-            spm,
-            lines,
-            beam=beam,
-            lenpen=loaded.config.decode.lenpen,
-            max_tokens=loaded.config.decode.max_tokens,
-        )
+        translator.translate(lines, beam=beam)
         best = min(best, time.perf_counter() - t0)
     return {
         "model": str(model_dir),

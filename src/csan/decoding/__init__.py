@@ -8,13 +8,17 @@ from csan.decoding.beam import (
     max_lengths,
 )
 from csan.decoding.translate import iter_translate, make_batches, normalize_line, translate_lines
+from csan.decoding.translator import LoadedModel, Translator, load_model
 
 __all__ = [
     "Hypothesis",
+    "LoadedModel",
+    "Translator",
     "beam_search",
     "beam_search_nbest",
     "greedy_search",
     "iter_translate",
+    "load_model",
     "make_batches",
     "max_lengths",
     "normalize_line",

@@ -39,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from csan import checkpoint as ckpt
+from csan.checkpoint import trainer_state
 from csan.config import Config, TrainConfig, dump_config
 from csan.errors import CsanError
 from csan.machine import (
@@ -47,9 +48,9 @@ from csan.machine import (
     describe_machine,
     keep_freed_memory,
     machine_info,
+    pick_device,
 )
 from csan.models import build_model
-from csan.training import state as trainer_state
 from csan.training.data import TrainingData, load_training_data
 from csan.training.distributed import DistInfo, all_reduce_sum, any_rank, init_distributed, shutdown
 from csan.training.final_model import evaluate_test, write_final_model
@@ -58,7 +59,7 @@ from csan.training.safety import RunLock, StopRequest, trim_metrics
 from csan.training.schedule import budget_progress, budget_schedule, make_schedule
 from csan.training.validation import validate
 
-__all__ = ["TrainResult", "pick_device", "train"]
+__all__ = ["TrainResult", "train"]
 
 log = logging.getLogger("csan")
 
@@ -79,21 +80,6 @@ class TrainResult:
     stop_reason: str  # "max_steps=200", "max_minutes=60", "max_epochs=5" or "signal SIGTERM"
     interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
     mode: str = ""  # what the run computed with: "bf16 + compile", "float32 eager", ...
-
-
-def pick_device(name: str) -> torch.device:
-    """``train.device`` -> a torch device; ``"auto"`` is CUDA when available, else the CPU.
-
-    Example:
-        >>> pick_device("cpu")
-        device(type='cpu')
-    """
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise CsanError(f"train.device: unknown device {name!r}") from None
 
 
 # the least value of each training setting the loop can work with
@@ -666,9 +652,7 @@ class Trainer:
             how = write_final_model(
                 self.out,
                 model_dir,
-                self.model,
-                self.cfg,
-                self.data.spm.to_bytes(),
+                self.cfg.train.average_last,
                 cooldown_step=self.cooldown_step,
             )
             self.say(f"final model: {model_dir} ({how})")

@@ -1,0 +1,78 @@
+"""A run folder's checkpoints: ``checkpoints/step_NNNNNNNN/`` and the ``LAST`` / ``BEST`` pointers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CHECKPOINT_FILES", "best_checkpoint", "latest_checkpoint", "pointer", "step_folders"]
+
+
+def pointer(ckpt_root: Path, name: str) -> Path | None:
+    """The checkpoint folder the pointer file ``ckpt_root/name`` names, if it holds weights."""
+    path = ckpt_root / name
+    if not path.is_file():
+        return None
+    try:
+        target = ckpt_root / path.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):  # unreadable or not text: as if absent
+        return None
+    return target if (target / "model.safetensors").is_file() else None
+
+
+def best_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint ``BEST`` points to in a run folder, else the one ``LAST`` points to, if any."""
+    root = Path(run_dir) / "checkpoints"
+    return pointer(root, "BEST") or pointer(root, "LAST")
+
+
+CHECKPOINT_FILES = (
+    "model.safetensors",
+    "config.json",
+    "spm.model",
+    "trainer.safetensors",
+    "trainer.json",
+)
+"""What a training checkpoint folder ``checkpoints/step_NNNNNNNN`` holds."""
+
+
+def step_folders(run_dir: Path) -> list[Path]:
+    """The ``checkpoints/step_*`` folders of a run, oldest first (temporary folders excluded).
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> for name in ("step_00000020", "step_00000010", "step_00000030.tmp-1"):
+        ...     (run / "checkpoints" / name).mkdir(parents=True)
+        >>> [p.name for p in step_folders(run)]
+        ['step_00000010', 'step_00000020']
+    """
+    root = Path(run_dir) / "checkpoints"
+    return sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint to resume from: the one ``LAST`` points to, else the newest complete one.
+
+    ``LAST`` is written right after its folder is renamed into place, so a run killed between the
+    two has a complete folder that ``LAST`` does not name yet; one whose ``LAST`` was lost (or
+    names a folder that was deleted) resumes from its newest complete ``step_*`` folder too.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> latest_checkpoint(run) is None  # a fresh run
+        True
+        >>> for name in ("step_00000010", "step_00000020"):
+        ...     (run / "checkpoints" / name).mkdir(parents=True)
+        ...     for f in CHECKPOINT_FILES:
+        ...         (run / "checkpoints" / name / f).touch()
+        >>> latest_checkpoint(run).name  # no LAST pointer: the newest complete folder
+        'step_00000020'
+    """
+    last = pointer(Path(run_dir) / "checkpoints", "LAST")
+    if last is not None:
+        return last
+    complete = [
+        p for p in step_folders(run_dir) if all((p / f).is_file() for f in CHECKPOINT_FILES)
+    ]
+    return complete[-1] if complete else None
