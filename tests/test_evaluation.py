@@ -19,7 +19,6 @@ from csan.evaluation import (
     ngram_analysis,
     ngram_gaps,
     paired_bootstrap,
-    read_text,
     score,
     sentence_stats,
 )
@@ -82,21 +81,6 @@ def test_score_needs_parallel_input():
         score(["a", "b", "c"], ["a", "b"])
     with pytest.raises(CsanError, match="no sentences to score"):
         score([], [])
-
-
-def test_read_text(tmp_path):
-    path = tmp_path / "hyp.txt"
-    path.write_bytes("\ufeffeins\r\nzwei\u2028drei\n\nvier".encode())
-    assert read_text(path) == ["eins", "zwei\u2028drei", "", "vier"]
-
-
-def test_read_text_errors_name_file_and_line(tmp_path):
-    with pytest.raises(CsanError, match=r"missing\.txt: no such file"):
-        read_text(tmp_path / "missing.txt")
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"ok\nab\xffcd\n")
-    with pytest.raises(CsanError, match=r"bad\.txt:2: invalid UTF-8 \(byte 3\)"):
-        read_text(bad)
 
 
 sentences = st.lists(st.sampled_from(["a", "b", "c", "d", "."]), max_size=7).map(" ".join)

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
-from csan.decoding.translate import iter_translate, make_batches, normalize_line, translate_lines
+from csan.decoding.translate import iter_translate, make_batches, translate_lines
 from csan.errors import CsanError
 from csan.models.base import EncoderOutput
+from csan.textio import normalize
 
 PAD, BOS, EOS = 0, 1, 2
 ALPHABET = "abcdefghijklmnopqrstuvwxyz "
@@ -133,9 +134,9 @@ def test_iter_translate_streams_in_order():
     assert out == ["ab", "", "cd", "e", "f"]
 
 
-def test_normalize_line():
-    assert normalize_line(" a\u2028b\u00a0\u00a0c\x1b\x7f ") == "a b c"
-    assert normalize_line("\x00\x01") == ""
+def test_normalize_drops_controls_and_collapses_whitespace():
+    assert normalize(" a\u2028b\u00a0\u00a0c\x1b\x7f ") == "a b c"
+    assert normalize("\x00\x01") == ""
 
 
 @settings(max_examples=50, deadline=None)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from csan.errors import CsanError
+from csan.textio import read_text_lines, write_text_lines
 
 __all__ = ["main"]
 
@@ -82,25 +83,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_input(path: str | None) -> list[str]:
-    from csan.evaluation.bleu import read_text
-
-    if path is None or path == "-":
-        data = sys.stdin.buffer.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = data[: e.start].count(b"\n") + 1
-            raise CsanError(f"<stdin>:{line}: invalid UTF-8 (byte {e.start})") from None
-        # as read_text: only "\n" (with an optional "\r" before it) ends a line; str.splitlines
-        # would also split at U+2028, U+0085, form feeds, ... and break the one-line-per-line rule
-        lines = text.removeprefix("\ufeff").split("\n")
-        if lines[-1] == "":
-            lines.pop()
-        return [line.removesuffix("\r") for line in lines]
-    return read_text(path)
-
-
 def _check_output(path: str | None) -> None:
     """Fail before any work when ``--output`` cannot be written (a folder, a missing parent)."""
     if path is None or path == "-":
@@ -110,20 +92,6 @@ def _check_output(path: str | None) -> None:
         raise CsanError(f"{target}: is a directory, expected an output file")
     if not target.parent.is_dir():
         raise CsanError(f"{target}: no such folder {target.parent}")
-
-
-def _write_output(path: str | None, lines: list[str]) -> None:
-    text = "".join(line + "\n" for line in lines)
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    from csan.checkpoint import atomic_write_text
-
-    try:
-        atomic_write_text(Path(path), text)  # all or nothing: a failure leaves the old file
-    except OSError as e:
-        raise CsanError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
 def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
@@ -153,27 +121,27 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     _check_output(args.output)
-    lines = _read_input(args.input)
-    _write_output(args.output, _translate(args, lines))
+    lines = read_text_lines(args.input)
+    write_text_lines(args.output, _translate(args, lines))
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from csan.evaluation.bleu import read_text, score
+    from csan.evaluation.bleu import score
 
     _check_output(args.output)
-    refs = read_text(args.ref)
+    refs = read_text_lines(args.ref)
     if args.hyp:
-        hyps = read_text(args.hyp)
+        hyps = read_text_lines(args.hyp)
     else:
         if not args.src:
             raise CsanError("evaluate: give --src (to translate) or --hyp (translations)")
-        src = read_text(args.src)
+        src = read_text_lines(args.src)
         if len(src) != len(refs):
             raise CsanError(f"{args.src} has {len(src)} lines but {args.ref} has {len(refs)}")
         hyps = _translate(args, src)
         if args.output:
-            _write_output(args.output, hyps)
+            write_text_lines(args.output, hyps)
     s = score(hyps, refs)
     if args.json:
         print(json.dumps(s.to_dict()))
@@ -343,15 +311,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from csan.experiments import analyze
 
     if args.what == "ngram":
-        from csan.evaluation.bleu import read_text
-
         hyps: dict[str, list[str]] = {}
         for i, item in enumerate([args.baseline, *args.systems]):
             name, path = _named(item, "baseline" if i == 0 else Path(item).stem)
             if name in hyps:
                 raise CsanError(f"analyze ngram: system name {name!r} given twice")
-            hyps[name] = read_text(path)
-        report = analyze.ngram_report(read_text(args.ref), hyps, max_order=args.max_order)
+            hyps[name] = read_text_lines(path)
+        report = analyze.ngram_report(read_text_lines(args.ref), hyps, max_order=args.max_order)
         files = analyze.write_ngram(report, Path(args.out))
     else:
         runs = analyze.convergence_runs(analyze.expand_run_dirs(args.runs))

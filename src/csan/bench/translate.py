@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from csan.decoding.translator import Translator
-from csan.evaluation.bleu import read_text
+from csan.textio import read_text_lines
 
 __all__ = ["run_translate_bench"]
 
@@ -20,7 +20,7 @@ def run_translate_bench(
     t0 = time.perf_counter()
     translator = Translator.from_dir(model_dir)
     load_s = time.perf_counter() - t0
-    lines = read_text(src)
+    lines = read_text_lines(src)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()

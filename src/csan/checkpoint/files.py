@@ -15,37 +15,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from csan.textio import atomic_write_text
+
 __all__ = [
-    "atomic_write_text",
+    "atomic_write_text",  # csan.textio's: every atomic text file is written the same way
     "remove_folder",
     "remove_stale_temporaries",
     "write_folder_atomically",
 ]
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``.
-
-    Readers see the old file or the new one, never a part; a failed write leaves the old file.
-
-    Example:
-        >>> import tempfile
-        >>> path = Path(tempfile.mkdtemp()) / "LAST"
-        >>> atomic_write_text(path, "step_00000010\\n")
-        >>> path.read_text()
-        'step_00000010\\n'
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a failed write leaves the old file, and nothing else
-        raise
 
 
 def _fsync_dir(path: Path) -> None:

@@ -33,7 +33,7 @@ __all__ = ["EncodedSplit", "PreparedCorpus", "prepare_corpus"]
 
 log = logging.getLogger("csan.data")
 
-_FORMAT = "csan-encoded-v1"  # bump when the cache layout or the training settings change
+_FORMAT = "csan-encoded-v2"  # v2: control characters dropped (csan.textio.normalize); bump when the cache layout or the training settings change
 
 
 @dataclass

@@ -7,7 +7,7 @@ from csan.decoding.beam import (
     greedy_search,
     max_lengths,
 )
-from csan.decoding.translate import iter_translate, make_batches, normalize_line, translate_lines
+from csan.decoding.translate import iter_translate, make_batches, translate_lines
 from csan.decoding.translator import LoadedModel, Translator, load_model
 
 __all__ = [
@@ -21,6 +21,5 @@ __all__ = [
     "load_model",
     "make_batches",
     "max_lengths",
-    "normalize_line",
     "translate_lines",
 ]

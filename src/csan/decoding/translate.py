@@ -2,12 +2,11 @@
 
 Choices:
 
-- Each line goes through ``csan.data.corpus.normalize`` when that function exists, then always through
-  :func:`normalize_line`: control characters (category Cc other than tab and newline) are dropped, every
-  run of Unicode whitespace becomes one space, the ends are stripped.
+- Each line goes through :func:`csan.textio.normalize`, as the training text did: control characters
+  (category Cc) are dropped, every run of Unicode whitespace becomes one space, the ends are stripped.
 - A line that is empty after normalisation (or encodes to no subword) gives an empty output line and
   never reaches the model; the output always has exactly one line per input line, in input order.
-- Each translation goes through :func:`normalize_line` as well, so it is always one line: a byte
+- Each translation goes through :func:`csan.textio.normalize` as well, so it is always one line: a byte
   piece the model emits for a newline or another control character cannot split it.
 - Sources longer than ``max_src_len`` subwords (default: the model's ``max_positions - 1``, leaving room for
   EOS; no limit if the model has no ``max_positions``) are cut to that length, with one warning on the
@@ -21,20 +20,19 @@ Choices:
 from __future__ import annotations
 
 import logging
-import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from csan.data.corpus import normalize
 from csan.decoding.beam import beam_search, greedy_search
 from csan.errors import CsanError
 from csan.models.base import Seq2SeqModel
+from csan.textio import normalize
 
-__all__ = ["SubwordCodec", "iter_translate", "make_batches", "normalize_line", "translate_lines"]
+__all__ = ["SubwordCodec", "iter_translate", "make_batches", "translate_lines"]
 
 logger = logging.getLogger("csan")
 
@@ -45,26 +43,6 @@ class SubwordCodec(Protocol):
     def encode(self, lines: list[str]) -> list[list[int]]: ...
 
     def decode(self, ids: list[list[int]]) -> list[str]: ...
-
-
-def _strip_controls(text: str) -> str:
-    """Remove control characters (Unicode category Cc) other than tab and newline."""
-    return "".join(ch for ch in text if ch in "\t\n" or unicodedata.category(ch) != "Cc")
-
-
-def normalize_line(line: str) -> str:
-    """Drop control characters (Cc but tab/newline), collapse Unicode whitespace, strip the ends.
-
-    Example:
-        >>> normalize_line("  a\\u00a0 b\\x07\\tc\\n")
-        'a b c'
-    """
-    return " ".join(_strip_controls(line).split())
-
-
-def _normalizer() -> Callable[[str], str]:
-    """``csan.data.corpus.normalize`` followed by :func:`normalize_line`."""
-    return lambda line: normalize_line(normalize(line))
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -148,7 +126,6 @@ def translate_lines(
         raise CsanError(f"beam size must be >= 1, got {beam}")
     if max_tokens < 1:
         raise CsanError(f"max_tokens must be >= 1, got {max_tokens}")
-    normalize = _normalizer()
     texts = [normalize(line) for line in lines]
     todo = [k for k, text in enumerate(texts) if text]
     ids = spm.encode([texts[k] for k in todo]) if todo else []
@@ -162,7 +139,7 @@ def translate_lines(
     outputs = [""] * len(lines)
     if kept:
         for (k, _), text in zip(kept, spm.decode(hyps)):
-            outputs[k] = normalize_line(text)  # one line, whatever pieces the model chose
+            outputs[k] = normalize(text)  # one line, whatever pieces the model chose
     return outputs
 
 

@@ -9,7 +9,7 @@ from csan.evaluation.analysis import (
     paired_bootstrap,
     sentence_stats,
 )
-from csan.evaluation.bleu import Scores, check_parallel, read_text, score
+from csan.evaluation.bleu import Scores, check_parallel, score
 
 __all__ = [
     "BootstrapResult",
@@ -20,7 +20,6 @@ __all__ = [
     "ngram_analysis",
     "ngram_gaps",
     "paired_bootstrap",
-    "read_text",
     "score",
     "sentence_stats",
 ]

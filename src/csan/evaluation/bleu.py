@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from csan.errors import CsanError
 
-__all__ = ["Scores", "check_parallel", "read_text", "score"]
+__all__ = ["Scores", "check_parallel", "score"]
 
 
 @dataclass
@@ -79,41 +78,3 @@ def score(hyps: Sequence[str], refs: Sequence[str]) -> Scores:
         bleu_details=str(bleu_score),
         n_sentences=len(hyps),
     )
-
-
-def read_text(path: str | Path) -> list[str]:
-    """Read a UTF-8 text file as lines (no newline characters); a missing or undecodable file is a CsanError.
-
-    Only ``\\n`` (and a ``\\r`` before it) ends a line, so Unicode line separators inside a sentence stay.
-
-    Example:
-        >>> import tempfile, os
-        >>> with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
-        ...     _ = f.write("ein Haus\\r\\nzwei\\n".encode())
-        >>> read_text(f.name)
-        ['ein Haus', 'zwei']
-        >>> os.remove(f.name)
-    """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CsanError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CsanError(f"{path}: is a directory, expected a text file") from None
-    except OSError as err:
-        raise CsanError(f"{path}: cannot read ({err.strerror})") from None
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [_decode_line(raw, path, number) for number, raw in enumerate(lines, start=1)]
-
-
-def _decode_line(raw: bytes, path: Path, number: int) -> str:
-    """UTF-8 decode one line (BOM dropped on line 1, trailing CR dropped), naming file and line on failure."""
-    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        return raw.removesuffix(b"\r").decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CsanError(f"{path}:{number}: invalid UTF-8 (byte {err.start + 1})") from None

@@ -79,7 +79,8 @@ def sentence_attention(
 ) -> AttentionMap:
     """The self-attention weights of ``layer`` on ``side`` for one sentence (a loaded model folder)."""
     from csan.data import SubwordModel
-    from csan.decoding.translate import normalize_line, translate_lines
+    from csan.decoding.translate import translate_lines
+    from csan.textio import normalize
 
     model, spm = loaded.model.eval(), SubwordModel.from_bytes(loaded.spm_bytes)
     layers = _layers(model, side)
@@ -88,7 +89,7 @@ def sentence_attention(
     module = layers[layer].self_attn
     device = next(model.parameters()).device
     limit = getattr(model, "max_positions", 10**9) - 1
-    src_ids = spm.encode([normalize_line(sentence)])[0][:limit]
+    src_ids = spm.encode([normalize(sentence)])[0][:limit]
     if not src_ids:
         raise CsanError("--sentence is empty")
     src = torch.tensor([[*src_ids, model.eos_id]], device=device)
@@ -108,7 +109,7 @@ def sentence_attention(
         else:
             if target is None:
                 target = translate_lines(model, spm, [sentence], beam=1, device=device)[0]
-            tgt_ids = spm.encode([normalize_line(target)])[0][:limit]
+            tgt_ids = spm.encode([normalize(target)])[0][:limit]
             tgt_in = torch.tensor([[model.bos_id, *tgt_ids]], device=device)
             model(src, tgt_in)
             queries = keys = [spm.id_to_piece(i) for i in tgt_in[0].tolist()]

@@ -40,10 +40,10 @@ from csan.data.corpus import read_parallel
 from csan.data.datasets import resolve_data_dir, split_paths
 from csan.errors import CsanError
 from csan.evaluation.analysis import paired_bootstrap
-from csan.evaluation.bleu import read_text
 from csan.experiments.grid import RunRecord, run_grid, write_machine
 from csan.experiments.plots import bleu_bars
 from csan.experiments.variants import CONTEXT_SIDES, CONTEXT_VECTORS, resolve_variants
+from csan.textio import read_text_lines
 
 log = logging.getLogger("csan")
 
@@ -128,7 +128,7 @@ def read_references(cfg) -> list[str]:
 
 def _hyps(record: RunRecord) -> list[str] | None:
 
-    return read_text(record.hyp_file) if record.hyp_file else None
+    return read_text_lines(record.hyp_file) if record.hyp_file else None
 
 
 def _p_value(

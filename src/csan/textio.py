@@ -1,0 +1,164 @@
+"""Text in and out, by one set of rules for every file csan reads or writes, and for stdin/stdout.
+
+Reading (:func:`read_text_lines`): UTF-8; a byte-order mark at the start is dropped; only ``\\n``
+ends a line (a ``\\r`` before it is dropped), so U+2028, U+0085 or a form feed inside a sentence
+stay inside it and the line numbers agree with ``wc -l``; a newline at the end of the input makes
+no extra line. Refused with a :class:`~csan.errors.CsanError` naming the file (``<stdin>``), the
+line and the value: a NUL byte (binary content, or UTF-16), invalid UTF-8 (with the byte offset),
+a line longer than ``max_chars`` characters, a missing file or a folder.
+
+One normaliser (:func:`normalize`) for every line csan reads as a sentence: training text, test
+references, translation input, and the model's own output.
+
+Writing (:func:`write_text_lines`): one line per item, ``\\n`` after each; stdout for ``None`` or
+``"-"``, else the file is replaced atomically (a failure leaves the old file).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "hyp.de"
+    >>> write_text_lines(path, ["ein Haus", "zwei"])
+    >>> read_text_lines(path)
+    ['ein Haus', 'zwei']
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+
+from csan.errors import CsanError
+
+__all__ = [
+    "MAX_LINE_CHARS",
+    "STDIO",
+    "atomic_write_text",
+    "decode_lines",
+    "normalize",
+    "read_text_lines",
+    "write_text_lines",
+]
+
+MAX_LINE_CHARS = 100_000
+"""Default limit on the length of one line, in characters."""
+
+STDIO = ("-", None)
+"""What names stdin (reading) or stdout (writing)."""
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def normalize(line: str) -> str:
+    """A sentence as csan reads it: control characters (Unicode category Cc) dropped, every run of
+    Unicode whitespace one plain space, the ends stripped.
+
+    Whitespace is what :meth:`str.isspace` calls whitespace (TAB, ``\\r``, the no-break space
+    U+00A0, U+2000-U+200A, U+3000, the line and paragraph separators, ...); nothing else changes
+    (no case folding, no Unicode normalisation form), so BLEU sees the original text.
+
+    Example:
+        >>> normalize("  Ein\\u00a0Hund\\tläuft\\x07 .  ")
+        'Ein Hund läuft .'
+    """
+    words = (
+        "".join(ch for ch in word if unicodedata.category(ch) != "Cc") for word in line.split()
+    )
+    return " ".join(word for word in words if word)
+
+
+def decode_lines(data: bytes, name: str, *, max_chars: int = MAX_LINE_CHARS) -> list[str]:
+    """The lines of ``data`` (the bytes of the input ``name``), by the module's rules.
+
+    Example:
+        >>> decode_lines("\\ufeffeins\\r\\nzwei\\u2028drei\\n\\nvier".encode(), "hyp.txt")
+        ['eins', 'zwei\\u2028drei', '', 'vier']
+        >>> decode_lines(b"ok\\nab\\xffcd\\n", "bad.txt")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        csan.errors.CsanError: bad.txt:2: invalid UTF-8 at byte offset 5 (byte 0xff): invalid start byte
+    """
+    skip = len(_BOM) if data.startswith(_BOM) else 0
+    nul = data.find(b"\x00", skip)
+    if nul >= 0:
+        line_no = data.count(b"\n", 0, nul) + 1
+        raise CsanError(
+            f"{name}:{line_no}: NUL byte at byte offset {nul}: binary content "
+            "(or UTF-16), expected UTF-8 text"
+        )
+    try:
+        text = data[skip:].decode("utf-8")
+    except UnicodeDecodeError as err:
+        offset = skip + err.start
+        line_no = data.count(b"\n", 0, offset) + 1
+        raise CsanError(
+            f"{name}:{line_no}: invalid UTF-8 at byte offset {offset} "
+            f"(byte 0x{data[offset]:02x}): {err.reason}"
+        ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    for line_no, line in enumerate(lines, start=1):
+        if len(line) > max_chars:
+            raise CsanError(
+                f"{name}:{line_no}: line of {len(line)} characters, longer than the limit of "
+                f"{max_chars}; is this a text file with one sentence per line?"
+            )
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_text_lines(
+    path: str | os.PathLike[str] | None, *, max_chars: int = MAX_LINE_CHARS
+) -> list[str]:
+    """The lines of a UTF-8 text file, or of stdin when ``path`` is ``None`` or ``"-"``."""
+    if path in STDIO:
+        return decode_lines(sys.stdin.buffer.read(), "<stdin>", max_chars=max_chars)
+    path = Path(path)
+    name = os.fspath(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CsanError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise CsanError(f"{name}: is a directory, expected a text file") from None
+    except OSError as err:
+        raise CsanError(f"{name}: cannot read: {err.strerror or err}") from None
+    return decode_lines(data, name, max_chars=max_chars)
+
+
+def write_text_lines(path: str | os.PathLike[str] | None, lines: Iterable[str]) -> None:
+    """Write ``lines`` (a ``\\n`` after each) to stdout for ``None`` / ``"-"``, else atomically."""
+    text = "".join(line + "\n" for line in lines)
+    if path in STDIO:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        atomic_write_text(Path(path), text)  # all or nothing: a failure leaves the old file
+    except OSError as e:
+        raise CsanError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``.
+
+    Readers see the old file or the new one, never a part; a failed write leaves the old file.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "LAST"
+        >>> atomic_write_text(path, "step_00000010\\n")
+        >>> path.read_text()
+        'step_00000010\\n'
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves the old file, and nothing else
+        raise
