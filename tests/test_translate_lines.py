@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
-from csan.decoding.translate import iter_translate, make_batches, translate_lines
+from csan.data import cut_batches
+from csan.decoding.translate import iter_translate, translate_lines
 from csan.errors import CsanError
 from csan.models.base import EncoderOutput
 from csan.textio import normalize
@@ -141,8 +142,8 @@ def test_normalize_drops_controls_and_collapses_whitespace():
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(1, 30), max_size=20), st.integers(1, 60))
-def test_make_batches_covers_every_index_within_budget(lengths, budget):
-    batches = make_batches(lengths, budget)
+def test_cut_batches_covers_every_index_within_budget(lengths, budget):
+    batches = cut_batches(sorted(range(len(lengths)), key=lambda i: -lengths[i]), lengths, budget)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     for batch in batches:
         assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= budget

@@ -15,7 +15,7 @@ Example:
     'Zwei Hunde'
 """
 
-from csan.data.batching import Batch, TokenBatchSampler, collate
+from csan.data.batching import Batch, TokenBatchSampler, collate, cut_batches
 from csan.data.corpus import normalize, read_lines, read_parallel
 from csan.data.datasets import (
     DATASETS,
@@ -45,6 +45,7 @@ __all__ = [
     "SubwordModel",
     "TokenBatchSampler",
     "collate",
+    "cut_batches",
     "default_cache_dir",
     "file_sha256",
     "get_dataset",

@@ -16,7 +16,31 @@ import torch
 
 from csan.errors import CsanError
 
-__all__ = ["Batch", "TokenBatchSampler", "collate"]
+__all__ = ["Batch", "TokenBatchSampler", "collate", "cut_batches"]
+
+
+def cut_batches(order: Sequence[int], widths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Cut ``order`` (indices into ``widths``) into consecutive batches, greedily, so that
+    ``len(batch) * widest <= max_tokens``; an item wider than the budget gets a batch of its own.
+
+    The one batcher: training (:class:`TokenBatchSampler`), validation and translation all cut their
+    sorted items with it.
+
+    Example:
+        >>> cut_batches([1, 2, 0, 3], [3, 9, 4, 2], max_tokens=10)
+        [[1], [2, 0], [3]]
+    """
+    batches: list[list[int]] = []
+    start, width = 0, 0
+    for pos, item in enumerate(order):
+        new_width = max(width, widths[item])
+        if pos > start and (pos - start + 1) * new_width > max_tokens:
+            batches.append(list(order[start:pos]))
+            start, new_width = pos, widths[item]
+        width = new_width
+    if len(order):
+        batches.append(list(order[start:]))
+    return batches
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -125,22 +149,13 @@ class TokenBatchSampler:
         return np.lexsort((tie, self._src, self._tgt))
 
     def _chunk(self, order: np.ndarray) -> list[list[int]]:
-        """Cut ``order`` greedily into batches within the token budget."""
+        """Cut ``order`` greedily into batches within the token budget (:func:`cut_batches`)."""
         m = self.pad_to_multiple
-        longest = np.maximum(self._src, self._tgt)[order]
+        widths = np.maximum(self._src, self._tgt)
         if m > 1:
-            longest = -(-longest // m) * m
-        batches: list[list[int]] = []
-        ids = self._indices[order].tolist()
-        start, width = 0, 0
-        for pos, length in enumerate(longest.tolist()):
-            new_width = max(width, length)
-            if pos > start and (pos - start + 1) * new_width > self.max_tokens:
-                batches.append(ids[start:pos])
-                start, new_width = pos, length
-            width = new_width
-        batches.append(ids[start:])
-        return batches
+            widths = -(-widths // m) * m
+        cut = cut_batches(order.tolist(), widths.tolist(), self.max_tokens)
+        return [self._indices[batch].tolist() for batch in cut]
 
 
 @dataclass

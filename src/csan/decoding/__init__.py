@@ -7,7 +7,7 @@ from csan.decoding.beam import (
     greedy_search,
     max_lengths,
 )
-from csan.decoding.translate import iter_translate, make_batches, translate_lines
+from csan.decoding.translate import iter_translate, translate_lines
 from csan.decoding.translator import LoadedModel, Translator, load_model
 
 __all__ = [
@@ -19,7 +19,6 @@ __all__ = [
     "greedy_search",
     "iter_translate",
     "load_model",
-    "make_batches",
     "max_lengths",
     "translate_lines",
 ]

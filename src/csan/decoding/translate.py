@@ -27,12 +27,13 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from csan.data.batching import cut_batches
 from csan.decoding.beam import beam_search, greedy_search
 from csan.errors import CsanError
 from csan.models.base import Seq2SeqModel
 from csan.textio import normalize
 
-__all__ = ["SubwordCodec", "iter_translate", "make_batches", "translate_lines"]
+__all__ = ["SubwordCodec", "iter_translate", "translate_lines"]
 
 logger = logging.getLogger("csan")
 
@@ -43,24 +44,6 @@ class SubwordCodec(Protocol):
     def encode(self, lines: list[str]) -> list[list[int]]: ...
 
     def decode(self, ids: list[list[int]]) -> list[str]: ...
-
-
-def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Group indices, longest first, so that ``len(batch) * longest <= max_tokens`` (a too-long one goes alone).
-
-    Example:
-        >>> make_batches([3, 9, 4, 2], max_tokens=10)
-        [[1], [2, 0], [3]]
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    for i in order:
-        # Longest first: the batch's first sentence is its longest.
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
 
 
 def _pad(seqs: list[list[int]], pad_id: int, device: torch.device | str) -> Tensor:
@@ -156,7 +139,9 @@ def _search_all(
 ) -> list[list[int]]:
     """Decode every source (ids ending in EOS) by token-budget batches; results in input order."""
     results: list[list[int]] = [[] for _ in sources]
-    batches = make_batches([len(s) for s in sources], max_tokens)
+    lengths = [len(s) for s in sources]
+    longest_first = sorted(range(len(sources)), key=lambda i: -lengths[i])
+    batches = cut_batches(longest_first, lengths, max_tokens)
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()

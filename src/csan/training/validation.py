@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from csan.config import Config
-from csan.data import collate
+from csan.data import collate, cut_batches
 from csan.decoding.translate import translate_lines
 from csan.evaluation.bleu import score
 from csan.training.data import TrainingData
@@ -31,17 +31,9 @@ def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> d
         and len(split.src[i]) + 1 <= max_pos
         and len(split.tgt[i]) + 1 <= max_pos
     ]
+    widths = [max(len(split.src[i]), len(split.tgt[i])) + 1 for i in range(len(split))]
     nll = correct = tokens = 0.0
-    start = 0
-    while start < len(order):
-        longest, end = 0, start
-        while end < len(order):
-            longest = max(longest, len(split.src[order[end]]) + 1, len(split.tgt[order[end]]) + 1)
-            if (end - start + 1) * longest > max_tokens and end > start:
-                break
-            end += 1
-        idx = order[start:end]
-        start = end
+    for idx in cut_batches(order, widths, max_tokens):
         b = collate([(split.src[i], split.tgt[i]) for i in idx], idx).to(device)
         logits = model(b.src, b.tgt_in).float()
         mask = b.tgt_out.ne(model.pad_id)
