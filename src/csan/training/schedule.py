@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-__all__ = ["budget_progress", "budget_schedule", "make_schedule"]
+__all__ = ["Budget", "budget_progress", "budget_schedule", "make_schedule"]
 
 
 def make_schedule(name: str, *, lr: float, warmup: int, d_model: int) -> Callable[[int], float]:
@@ -105,3 +105,67 @@ def budget_progress(
     if max_seconds:
         shares.append(seconds / max_seconds)
     return min(max(shares), 1.0)
+
+
+class Budget:
+    """Where a run stands in its budget, and when the cooldown's checkpoints are due.
+
+    Args:
+        max_steps: the step budget (``train.max_steps``, or ``max_epochs`` epochs, whichever is
+            smaller); None: no step budget.
+        max_seconds: the wall-time budget (``train.max_minutes``); None: none.
+        cooldown_fraction: the last fraction of the budget, over which ``average_last``
+            checkpoints are spread; 0 or ``average_last`` < 2: no cooldown checkpoints.
+        average_last: how many checkpoints the final model averages.
+
+    Example:
+        >>> budget = Budget(max_steps=100, max_seconds=None, cooldown_fraction=0.2, average_last=4)
+        >>> budget.used(step=50, seconds=999.0)
+        0.5
+        >>> [s for s in range(1, 101) if budget.cooldown_checkpoint_due(s, 0.0)], budget.cooldown_step
+        ([80, 85, 90, 95], 80)
+
+    (The run's last checkpoint, at its stop, is the cooldown's last point: 100 here.)
+    """
+
+    def __init__(
+        self,
+        *,
+        max_steps: int | None,
+        max_seconds: float | None,
+        cooldown_fraction: float,
+        average_last: int,
+    ) -> None:
+        self.max_steps = max_steps
+        self.max_seconds = max_seconds
+        self.cooldown_fraction = cooldown_fraction
+        self.average_last = average_last
+        self.cooldown_step: int | None = None  # the first step of the cooldown, once reached
+        self._last = 0.0  # progress at the previous call of cooldown_checkpoint_due
+
+    def used(self, step: int, seconds: float) -> float:
+        """The fraction of the budget used at ``step`` after ``seconds`` (:func:`budget_progress`)."""
+        return budget_progress(
+            step=step,
+            seconds=seconds,
+            max_steps=self.max_steps or 0,
+            max_seconds=self.max_seconds or 0.0,
+        )
+
+    def cooldown_checkpoint_due(self, step: int, seconds: float) -> bool:
+        """A checkpoint at each of ``average_last`` points spread over the cooldown (called once per
+        step); records :attr:`cooldown_step`, from which the final model averages."""
+        if not self.cooldown_fraction or self.average_last < 2:
+            return False
+        start = 1.0 - self.cooldown_fraction
+        p = self.used(step, seconds)
+        before, self._last = self._last, p
+        if p < start:
+            return False
+        if self.cooldown_step is None:
+            self.cooldown_step = step
+            return True
+        # points start + c * k / N, k = 1 .. N - 1 (the last checkpoint comes with the stop)
+        width = self.cooldown_fraction / self.average_last
+        slot = lambda q: math.floor((q - start) / width + 1e-9)  # noqa: E731  (0.05 / 0.05 < 1 in floats)
+        return slot(max(before, start)) < slot(p) < self.average_last

@@ -55,8 +55,9 @@ from csan.training.data import TrainingData, load_training_data
 from csan.training.distributed import DistInfo, all_reduce_sum, any_rank, init_distributed, shutdown
 from csan.training.final_model import evaluate_test, write_final_model
 from csan.training.loss import TranslationLoss
+from csan.training.run_dir import RunCheckpoints
 from csan.training.safety import RunLock, StopRequest, trim_metrics
-from csan.training.schedule import budget_progress, budget_schedule, make_schedule
+from csan.training.schedule import Budget, budget_schedule, make_schedule
 from csan.training.validation import validate
 
 __all__ = ["TrainResult", "train"]
@@ -140,7 +141,7 @@ class Trainer:
                     warmup_fraction=tc.warmup_fraction,
                     cooldown_fraction=tc.cooldown_fraction,
                 )
-                self.lr_at = lambda step: rate(self.budget_used(step))
+                self.lr_at = lambda step: rate(self.budget.used(step, self.wall_seconds))
             else:
                 self.lr_at = make_schedule(
                     tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model
@@ -177,6 +178,13 @@ class Trainer:
             dist=self.dist,
             pad_to_multiple=8 if self.device.type == "cuda" else 1,
         )
+        self.budget = Budget(
+            max_steps=self.budget_steps(),
+            max_seconds=tc.max_minutes * 60 or None,
+            cooldown_fraction=tc.cooldown_fraction if tc.schedule == "budget" else 0.0,
+            average_last=tc.average_last,
+        )
+        self.checkpoints = RunCheckpoints(self.out, keep=max(tc.keep_last, tc.average_last))
         self.model = build_model(cfg.model, len(self.data.spm)).to(self.device)
         self.loss_fn: nn.Module = TranslationLoss(self.model, epsilon=tc.label_smoothing)
         if self.dist.enabled:
@@ -201,8 +209,6 @@ class Trainer:
         self.interrupted_by: str | None = None
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = -1
-        self.cooldown_step: int | None = None  # budget schedule: first step of the cooldown
-        self._last_progress = 0.0  # budget schedule: progress at the previous step
         if resume_dir is not None:
             self._resume(resume_dir)
         if self.runtime.compile:
@@ -238,61 +244,27 @@ class Trainer:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return nullcontext()
 
-    # -- the learning-rate schedule ------------------------------------------------------------------
-    @property
-    def budget_steps(self) -> int:
-        """The step budget: ``train.max_steps``, or ``max_epochs`` epochs, whichever is smaller (0: none)."""
+    # -- the budget -----------------------------------------------------------------------------------
+    def budget_steps(self) -> int | None:
+        """The step budget: ``train.max_steps``, or ``max_epochs`` epochs, whichever is smaller."""
         tc = self.cfg.train
         limits = [tc.max_steps] if tc.max_steps else []
         if tc.max_epochs:
             per_epoch = -(-len(self.data.sampler) // tc.update_freq)
             limits.append(tc.max_epochs * per_epoch)
-        return min(limits) if limits else 0
-
-    def budget_used(self, step: int) -> float:
-        """Schedule ``budget``: the fraction of the budget used at ``step`` (steps or wall time)."""
-        tc = self.cfg.train
-        return budget_progress(
-            step=step,
-            seconds=self.wall_seconds,
-            max_steps=self.budget_steps,
-            max_seconds=tc.max_minutes * 60,
-        )
-
-    def _cooldown_checkpoint_due(self) -> bool:
-        """Schedule ``budget``: a checkpoint at each of ``average_last`` points spread over the cooldown.
-
-        Records the first step of the cooldown, from which :func:`write_final_model` averages.
-        """
-        tc = self.cfg.train
-        if tc.schedule != "budget" or not tc.cooldown_fraction or tc.average_last < 2:
-            return False
-        start = 1.0 - tc.cooldown_fraction
-        p = self.budget_used(self.step)
-        before, self._last_progress = self._last_progress, p
-        if p < start:
-            return False
-        if self.cooldown_step is None:
-            self.cooldown_step = self.step
-            return True
-        # points start + c * k / N, k = 1 .. N - 1 (the last checkpoint comes with the stop)
-        width = tc.cooldown_fraction / tc.average_last
-        return math.floor((p - start) / width) > math.floor((max(before, start) - start) / width)
+        return min(limits) if limits else None
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save_checkpoint(self, *, is_best: bool = False) -> None:
         """Write ``checkpoints/step_N`` aside, rename it into place, then point ``LAST`` at it."""
         if not self.is_main or self.last_ckpt_step == self.step:
             if is_best and self.is_main:
-                self._point("BEST", f"step_{self.step:08d}")
+                self.checkpoints.point("BEST", self.step)
             return
         bad = [n for n, p in self.model.named_parameters() if not torch.isfinite(p).all()]
         if bad:  # never replace a good checkpoint by a broken one
             self.say(f"warning: step {self.step}: weights not finite ({bad[0]}); no checkpoint")
             return
-        root = self.out / "checkpoints"
-        root.mkdir(parents=True, exist_ok=True)
-        name = f"step_{self.step:08d}"
         counters = {
             "step": self.step,
             "epoch": self.epoch,
@@ -301,7 +273,7 @@ class Trainer:
             "wall_seconds": self.wall_seconds,
             "tokens_seen": self.tokens_seen,
             "best": self.best,
-            "cooldown_step": self.cooldown_step,
+            "cooldown_step": self.budget.cooldown_step,
         }
         tensors, meta = trainer_state.capture(self.optimizer, counters)
 
@@ -309,28 +281,11 @@ class Trainer:
             ckpt.save_model_dir(tmp, self.model, self.cfg, self.data.spm.to_bytes(), step=self.step)
             ckpt.save_trainer_state(tmp, tensors, meta)
 
-        ckpt.write_folder_atomically(root / name, fill)
-        self._point("LAST", name)
-        if is_best:
-            self._point("BEST", name)
+        self.checkpoints.save(
+            self.step, fill, is_best=is_best, protect_from=self.budget.cooldown_step
+        )
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = self.step
-        self._prune(root)
-
-    def _point(self, pointer: str, name: str) -> None:
-        ckpt.atomic_write_text(self.out / "checkpoints" / pointer, name + "\n")
-
-    def _prune(self, root: Path) -> None:
-        keep = {p.read_text().strip() for p in (root / "LAST", root / "BEST") if p.is_file()}
-        steps = [p.name for p in ckpt.step_folders(self.out)]
-        keep.update(steps[-max(self.cfg.train.keep_last, self.cfg.train.average_last, 1) :])
-        if (
-            self.cooldown_step is not None
-        ):  # every checkpoint of the cooldown is averaged at the end
-            keep.update(p for p in steps if int(p.split("_")[1]) >= self.cooldown_step)
-        for name in steps:
-            if name not in keep:
-                ckpt.remove_folder(root / name)
 
     def _resume(self, folder: Path) -> None:
         ckpt.load_weights(self.model, folder / "model.safetensors")
@@ -342,7 +297,7 @@ class Trainer:
         self.wall_before = meta.get("wall_seconds", meta["train_seconds"])
         self.tokens_seen = meta["tokens_seen"]
         self.best = meta["best"]
-        self.cooldown_step = meta.get("cooldown_step")
+        self.budget.cooldown_step = meta.get("cooldown_step")
         self.last_ckpt_step = self.step
         self.say(f"resuming from step {self.step} ({folder})")
 
@@ -549,7 +504,9 @@ class Trainer:
                         self._log_train(mean, tok_s)
                         window_tokens, window_loss, window_nll = 0.0, 0.0, 0.0
                         window_start = time.monotonic()
-                    cooldown_point = self._cooldown_checkpoint_due()
+                    cooldown_point = self.budget.cooldown_checkpoint_due(
+                        self.step, self.wall_seconds
+                    )
                     if tc.validate_every and self.step % tc.validate_every == 0:
                         self._validate_and_save()
                     elif self._checkpoint_due() or cooldown_point:
@@ -653,7 +610,7 @@ class Trainer:
                 self.out,
                 model_dir,
                 self.cfg.train.average_last,
-                cooldown_step=self.cooldown_step,
+                cooldown_step=self.budget.cooldown_step,
             )
             self.say(f"final model: {model_dir} ({how})")
             test = self.data.test
