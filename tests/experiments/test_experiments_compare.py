@@ -12,14 +12,10 @@ import pytest
 from csan.cli import main
 from csan.config import load_config
 from csan.errors import CsanError
-from csan.experiments.compare import (
-    CSV_COLUMNS,
-    VariantSummary,
-    context_grid,
-    run_compare,
-    summarize,
-)
+from csan.experiments.compare import run_compare
 from csan.experiments.grid import RunRecord, run_grid, steady_speed
+from csan.experiments.report import CSV_COLUMNS, context_grid
+from csan.experiments.summary import VariantSummary, summarize
 from csan.experiments.variants import resolve_variants
 from csan.training.trainer import train
 
