@@ -1,12 +1,11 @@
 """Session fixtures shared by the whole suite, and the two test tiers.
 
 - ``@pytest.mark.slow`` tests run only with ``CSAN_SLOW=1`` (or ``-m slow``); the default suite stays
-  within a few minutes on 2 CPU cores. (``tests/attention/conftest.py`` applies the same rule to its
-  own folder; the two agree.)
+  within a few minutes on 2 CPU cores. This hook is the only one that decides it.
 - ``CSAN_CACHE`` points at one temporary folder for the whole session, so no test writes into
   ``~/.cache`` and the subword model of the real corpus is learned (and its splits encoded) once.
-- The real Multi30k corpus is found under ``$CSAN_DATA/multi30k`` (default ``/work/shared/data``);
-  tests that need it are skipped when it is absent.
+- The real Multi30k corpus is found under ``$CSAN_DATA/multi30k`` (default: ``shared/data`` beside
+  the repository, as in this project's layout); tests that need it are skipped when it is absent.
 """
 
 from __future__ import annotations
@@ -17,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-DEFAULT_DATA_ROOT = Path("/work/shared/data")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_ROOT = REPO_ROOT.parent / "shared" / "data"
 
 # With --doctest-modules every .py file is also collected as a module; conftest.py files in folders
 # without __init__.py are all named "conftest" and clash there. Pytest loads them as conftests anyway.
@@ -43,7 +43,7 @@ def csan_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def data_root() -> Path:
-    """``$CSAN_DATA`` if set, else the shared data folder."""
+    """``$CSAN_DATA`` if set, else ``shared/data`` beside the repository."""
     env = os.environ.get("CSAN_DATA")
     return Path(env) if env else DEFAULT_DATA_ROOT
 

@@ -1,8 +1,10 @@
-"""Shared fixtures of the data tests: the real corpus (skipped when absent) and small helpers."""
+"""Shared fixtures of the data tests: no user cache or CSAN_DATA, the real corpus's lines, helpers.
+
+The corpus folder is ``multi30k_dir`` of tests/conftest.py (skipped when absent).
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,29 +12,12 @@ import pytest
 
 from csan.data import SubwordModel, read_lines
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-_CSAN_DATA = os.environ.get("CSAN_DATA")  # read once: tests unset it (see _isolated_data_env)
-
-
-def shared_data_root() -> Path:
-    """``$CSAN_DATA`` if set, else ``../shared/data`` next to the repository root."""
-    return Path(_CSAN_DATA) if _CSAN_DATA else REPO_ROOT.parent / "shared" / "data"
-
 
 @pytest.fixture(autouse=True)
 def _isolated_data_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test sees the user's cache; CSAN_DATA is unset unless a test sets it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.delenv("CSAN_DATA", raising=False)
-
-
-@pytest.fixture(scope="session")
-def multi30k_dir() -> Path:
-    """The real Multi30k folder; the test is skipped when it is not on this machine."""
-    folder = shared_data_root() / "multi30k"
-    if not (folder / "train.de").is_file():
-        pytest.skip(f"real corpus not found at {folder} (set CSAN_DATA)")
-    return folder
 
 
 @pytest.fixture(scope="session")
