@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "ModelConfig",
     "TrainConfig",
     "apply_overrides",
+    "check_train_config",
     "config_from_dict",
     "load_config",
     "presets",
@@ -368,3 +370,38 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
 def dump_config(cfg: Config) -> str:
     """The config as YAML text (what ``load_config(file)`` reads back)."""
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+# the least value of each training setting the loop can work with
+TRAIN_MINIMA = {
+    "max_tokens": 1,
+    "update_freq": 1,
+    "log_every": 1,
+    "max_bad_steps": 1,
+    "keep_last": 1,
+    "max_steps": 0,
+    "max_epochs": 0,
+    "max_minutes": 0,
+    "validate_every": 0,
+    "checkpoint_every": 0,
+    "checkpoint_minutes": 0,
+    "average_last": 0,
+    "threads": 0,
+    "warmup": 0,
+    "clip_norm": 0,
+}
+
+
+def check_train_config(tc: TrainConfig) -> None:
+    """A CsanError naming the first ``train.*`` setting the loop cannot work with."""
+    for key, least in TRAIN_MINIMA.items():
+        value = getattr(tc, key)
+        if not value >= least:  # also catches NaN
+            raise CsanError(f"train.{key}={value}: must be at least {least}")
+    if not (tc.lr > 0 and math.isfinite(tc.lr)):
+        raise CsanError(f"train.lr={tc.lr}: must be a positive number")
+    if tc.schedule == "budget" and not (tc.max_minutes or tc.max_steps or tc.max_epochs):
+        raise CsanError(
+            "train.schedule=budget: needs a budget to spread over "
+            "(train.max_minutes, train.max_steps or train.max_epochs)"
+        )

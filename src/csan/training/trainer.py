@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from csan import checkpoint as ckpt
 from csan.checkpoint import trainer_state
-from csan.config import Config, TrainConfig, dump_config
+from csan.config import Config, check_train_config, dump_config
 from csan.errors import CsanError
 from csan.machine import (
     RuntimeChoice,
@@ -81,41 +81,6 @@ class TrainResult:
     stop_reason: str  # "max_steps=200", "max_minutes=60", "max_epochs=5" or "signal SIGTERM"
     interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
     mode: str = ""  # what the run computed with: "bf16 + compile", "float32 eager", ...
-
-
-# the least value of each training setting the loop can work with
-_TRAIN_MINIMA = {
-    "max_tokens": 1,
-    "update_freq": 1,
-    "log_every": 1,
-    "max_bad_steps": 1,
-    "keep_last": 1,
-    "max_steps": 0,
-    "max_epochs": 0,
-    "max_minutes": 0,
-    "validate_every": 0,
-    "checkpoint_every": 0,
-    "checkpoint_minutes": 0,
-    "average_last": 0,
-    "threads": 0,
-    "warmup": 0,
-    "clip_norm": 0,
-}
-
-
-def check_train_config(tc: TrainConfig) -> None:
-    """A CsanError naming the first ``train.*`` setting the loop cannot work with."""
-    for key, least in _TRAIN_MINIMA.items():
-        value = getattr(tc, key)
-        if not value >= least:  # also catches NaN
-            raise CsanError(f"train.{key}={value}: must be at least {least}")
-    if not (tc.lr > 0 and math.isfinite(tc.lr)):
-        raise CsanError(f"train.lr={tc.lr}: must be a positive number")
-    if tc.schedule == "budget" and not (tc.max_minutes or tc.max_steps or tc.max_epochs):
-        raise CsanError(
-            "train.schedule=budget: needs a budget to spread over "
-            "(train.max_minutes, train.max_steps or train.max_epochs)"
-        )
 
 
 def seed_everything(seed: int) -> None:
