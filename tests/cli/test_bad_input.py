@@ -344,7 +344,8 @@ def test_translate_any_unicode_keeps_one_line_per_line(tiny_model, lines: list[s
 
 
 no_newline_line = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=16
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\x00"),
+    max_size=16,  # NUL: binary, refused
 )
 
 

@@ -1,45 +1,29 @@
-"""The ``csan`` command line: train, translate, evaluate, info, average, bench, and the experiments
-(compare, ablate, analyze, plot).
-
-User mistakes (a bad file, an unknown option) print one line ``csan: error: ...`` and exit with
-status 2; no traceback. ``csan train`` stopped by SIGINT or SIGTERM saves a checkpoint and exits with
-128 + the signal's number (130, 143); the same command resumes it.
-"""
+"""What each ``csan`` command does: a few lines each, calling the layers below (see csan.cli)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from csan.errors import CsanError
 from csan.textio import read_text_lines, write_text_lines
 
-__all__ = ["main"]
-
-
-def _config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        default="multi30k-small",
-        metavar="PRESET|FILE.yaml",
-        help="preset name (see `csan info --presets`) or YAML file (default: multi30k-small)",
-    )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field by dotted key, e.g. --set train.lr=5e-4 (repeatable)",
-    )
-    p.add_argument(
-        "--data-dir", help="folder with <split>.<lang> files (default: $CSAN_DATA/<dataset>)"
-    )
+__all__ = [
+    "cmd_ablate",
+    "cmd_analyze",
+    "cmd_attention",
+    "cmd_average",
+    "cmd_bench",
+    "cmd_compare",
+    "cmd_evaluate",
+    "cmd_info",
+    "cmd_plot",
+    "cmd_train",
+    "cmd_translate",
+]
 
 
 def _load_cfg(args: argparse.Namespace):
@@ -108,15 +92,6 @@ def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
     return translator.translate(
         lines, beam=args.beam, lenpen=args.lenpen, max_tokens=args.max_tokens
     )
-
-
-def _decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model folder, or a run folder (uses its model/)")
-    p.add_argument("--beam", type=int, help="beam size (default: the model's, 4); 1 = greedy")
-    p.add_argument("--lenpen", type=float, help="length penalty alpha (default 0.6)")
-    p.add_argument("--max-tokens", type=int, help="source tokens per batch (default: the model's)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -350,186 +325,3 @@ def cmd_plot(args: argparse.Namespace) -> int:
         f"wrote {plot_attention(amap, args.out)} ({amap.side} layer {amap.layer}: {amap.variant})"
     )
     return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from csan import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="csan",
-        description="Convolutional self-attention networks: train and run translation models.",
-    )
-    parser.add_argument("--version", action="version", version=f"csan {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("train", help="train (or resume) a model", description=cmd_train.__doc__)
-    _config_args(p)
-    p.add_argument(
-        "--out", required=True, help="run folder; one that holds a checkpoint is resumed"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser("translate", help="translate raw text, one line out per line in")
-    _decode_args(p)
-    p.add_argument("--input", help="input file (default: stdin)")
-    p.add_argument("--output", help="output file (default: stdout), written atomically")
-    p.set_defaults(func=cmd_translate)
-
-    p = sub.add_parser("evaluate", help="sacreBLEU and chrF of a model (or of translations)")
-    _decode_args(p)
-    p.add_argument("--src", help="source file to translate")
-    p.add_argument("--ref", required=True, help="reference file")
-    p.add_argument("--hyp", help="score these translations instead of translating --src")
-    p.add_argument("--output", help="also write the translations here")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_evaluate)
-
-    p = sub.add_parser("info", help="the machine, the mode auto picks, parameters per component")
-    _config_args(p)
-    p.add_argument("--model", help="a trained model folder instead of a config")
-    p.add_argument("--presets", action="store_true", help="list the presets")
-    p.set_defaults(func=cmd_info)
-
-    p = sub.add_parser("average", help="average the last N checkpoints of a run")
-    p.add_argument("--run", required=True, help="run folder")
-    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5)")
-    p.add_argument("--out", required=True, help="output model folder")
-    p.set_defaults(func=cmd_average)
-
-    p = sub.add_parser("attention", help="list the attention variants")
-    p.set_defaults(func=cmd_attention)
-
-    p = sub.add_parser("bench", help="benchmarks that print tables: attention, train")
-    p.add_argument("what", choices=["attention", "long", "train", "translate", "variants"])
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
-    p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser(
-        "compare",
-        help="train variants x seeds; the paper's Table 1 (table.md, results.csv, bleu.png)",
-        description=cmd_compare.__doc__,
-    )
-    _config_args(p)
-    p.add_argument(
-        "--variants",
-        required=True,
-        help="comma list of variant names (vanilla, rel_pos, neighbor, local_hard, local_soft, block, "
-        "cnn, bi_direct, csan1d, csan2d, context-<vector>-<enc|dec|both>, conv_qkv, "
-        "conv_qkv_dilated), groups (table1, context, conv) or placements like csan2d@0-1; the first "
-        "is the baseline",
-    )
-    p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
-    p.add_argument(
-        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument(
-        "--report-only",
-        action="store_true",
-        help="train nothing: write the table from the runs that finished (the others: not run)",
-    )
-    p.add_argument(
-        "--tag",
-        help="suffix of the output files (table-TAG.md, results-TAG.csv, ...): several tables "
-        "in one folder share its runs",
-    )
-    p.add_argument("--title", help="title of table.md")
-    p.set_defaults(func=cmd_compare)
-
-    p = sub.add_parser(
-        "ablate",
-        help="validation BLEU over window sizes (paper Fig. 2)",
-        description=cmd_ablate.__doc__,
-    )
-    _config_args(p)
-    p.add_argument("--variant", required=True, choices=["csan1d", "csan2d"])
-    p.add_argument(
-        "--values",
-        help="windows to try (csan1d default 1,3,...,15 and whole; csan2d head windows 1,3,...,H)",
-    )
-    p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
-    p.add_argument(
-        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_ablate)
-
-    p = sub.add_parser("analyze", help="n-gram gaps (paper Fig. 3) or convergence per epoch")
-    what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
-    q = what.add_parser("ngram", help="n-gram precision and BLEU-n gaps to a baseline")
-    q.add_argument("--ref", required=True, help="reference file")
-    q.add_argument("--baseline", required=True, metavar="[NAME=]HYP", help="baseline translations")
-    q.add_argument(
-        "--systems", nargs="+", required=True, metavar="NAME=HYP", help="systems to compare"
-    )
-    q.add_argument("--max-order", type=int, default=4, help="largest n (default 4)")
-    q.add_argument("--out", required=True, help="output folder (ngram.md, .csv, .png)")
-    q.set_defaults(func=cmd_analyze)
-    q = what.add_parser(
-        "convergence", help="validation token accuracy per epoch, epochs to 0.90/0.95"
-    )
-    q.add_argument(
-        "--runs",
-        nargs="+",
-        required=True,
-        metavar="[NAME=]DIR",
-        help="run folders (or a `csan compare` folder: all its runs)",
-    )
-    q.add_argument(
-        "--thresholds", type=float, nargs="+", default=[0.90, 0.95], help="accuracies to reach"
-    )
-    q.add_argument(
-        "--relative-to",
-        metavar="NAME",
-        help="thresholds as fractions of this run's best validation accuracy (e.g. vanilla-seed1)",
-    )
-    q.add_argument("--out", required=True, help="output folder (convergence.md, .csv, .png)")
-    q.set_defaults(func=cmd_analyze)
-
-    p = sub.add_parser("plot", help="figures from a model: attention heat maps")
-    what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
-    q = what.add_parser(
-        "attention",
-        help="one sentence's self-attention weights per head",
-        description=cmd_plot.__doc__,
-    )
-    q.add_argument("--model", required=True, help="model folder, or a run folder (uses its model/)")
-    q.add_argument("--sentence", required=True, help="source sentence (raw text)")
-    q.add_argument("--layer", type=int, default=0, help="layer, from 0 (default 0)")
-    q.add_argument("--side", default="encoder", choices=["encoder", "decoder"])
-    q.add_argument("--target", help="decoder side: target text (default: greedy translation)")
-    q.add_argument(
-        "--sum-key-heads", action="store_true", help="2D-CSAN: sum over key heads, one block"
-    )
-    q.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    q.add_argument("--out", required=True, help="PNG file")
-    q.set_defaults(func=cmd_plot)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``csan`` and ``python -m csan``; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("csan").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    try:
-        return int(args.func(args) or 0)
-    except CsanError as e:
-        print(f"csan: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("csan: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
