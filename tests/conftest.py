@@ -71,7 +71,7 @@ def tiny_overrides(multi30k_dir: Path) -> list[str]:
         f"data.data_dir={multi30k_dir}",
         "train.threads=1",
         "train.device=cpu",
-        "train.checkpoint_minutes=0",
+        "train.checkpoint_minutes=null",
         "model.dropout=0",
     ]
 

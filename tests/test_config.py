@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,17 @@ def test_yaml_that_is_not_a_mapping(tmp_path: Path) -> None:
     path.write_text("- 1\n- 2\n", encoding="utf-8")
     with pytest.raises(CsanError, match=r"list\.yaml: expected a mapping"):
         load_config(str(path))
+
+
+def test_none_means_none_and_an_old_zero_still_works_with_a_warning() -> None:
+    cfg = load_config("tiny", ["train.max_minutes=null", "train.threads=null"])
+    assert cfg.train.max_minutes is None and cfg.train.threads is None
+    with pytest.warns(FutureWarning, match=r"train\.validate_every=0 is read as null"):
+        old = load_config("tiny", ["train.validate_every=0"])
+    assert old.train.validate_every is None
+    with pytest.warns(FutureWarning, match=r"train\.average_last=0 is read as 1"):
+        assert load_config("tiny", ["train.average_last=0"]).train.average_last == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a config saved by an older csan is read quietly
+        saved = config_from_dict({"train": {"max_steps": 0, "checkpoint_minutes": 0}})
+    assert saved.train.max_steps is None and saved.train.checkpoint_minutes is None

@@ -17,6 +17,7 @@ import difflib
 import math
 import types
 import typing
+import warnings
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from importlib import resources
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
     "ModelConfig",
     "TrainConfig",
     "apply_overrides",
+    "check_data_config",
     "check_train_config",
     "config_from_dict",
     "load_config",
@@ -90,8 +92,8 @@ class DataConfig:
     test_split: str = "test2016"
     vocab_size: int = 8000  # joint SentencePiece BPE vocabulary
     max_len: int = 128  # training pairs with a side longer than this (subwords + EOS) are dropped
-    train_subset: int = 0  # use only the first N training pairs (0: all)
-    valid_subset: int = 0  # use only the first N validation pairs (0: all)
+    train_subset: int | None = None  # use only the first N training pairs (None: all)
+    valid_subset: int | None = None  # use only the first N validation pairs (None: all)
 
 
 @dataclass
@@ -114,21 +116,21 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
-    clip_norm: float = 0.0  # gradient clipping by global norm (0: off)
+    clip_norm: float | None = None  # gradient clipping by global norm (None: off)
     label_smoothing: float = 0.1
-    max_epochs: int = 0  # stop after this many epochs (0: no limit)
-    max_steps: int = 0  # stop after this many optimizer steps (0: no limit)
-    max_minutes: float = 0.0  # stop after this much training time (0: no limit)
-    validate_every: int = 0  # validate every N steps (0: at the end of each epoch)
+    max_epochs: int | None = None  # stop after this many epochs (None: no limit)
+    max_steps: int | None = None  # stop after this many optimizer steps (None: no limit)
+    max_minutes: float | None = None  # stop after this much wall time (None: no limit)
+    validate_every: int | None = None  # validate every N steps (None: at the end of each epoch)
     valid_bleu: bool = True  # greedy-decode the validation set for BLEU at each validation
-    checkpoint_every: int = 0  # steps between checkpoints (0: at each validation)
-    checkpoint_minutes: float = 10.0  # also checkpoint after this many minutes of work (0: off)
+    checkpoint_every: int | None = None  # steps between checkpoints (None: at each validation)
+    checkpoint_minutes: float | None = 10.0  # also checkpoint after this many minutes (None: off)
     keep_last: int = 5  # step checkpoints kept (the best is kept as well)
-    # at the end, average the last N checkpoints into the final model (0: off); with schedule
-    # "budget", N checkpoints evenly spaced over the cooldown, and the validations' in between
-    average_last: int = 0
+    # at the end, average the last N checkpoints into the final model (1: the last alone); with
+    # schedule "budget", N checkpoints evenly spaced over the cooldown, and the validations' between
+    average_last: int = 1
     log_every: int = 50  # steps between metric lines in metrics.jsonl
-    threads: int = 0  # torch intra-op threads (0: torch's default)
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
     bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU: see cpu_bf16)
     # bf16 autocast on CPU: "auto" where the CPU computes bf16 natively (AVX512-BF16, AMX), float32
     # elsewhere (emulated bf16 is 40-60x slower); true/false to force (csan.machine.choose_runtime)
@@ -284,7 +286,39 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise CsanError(f"{key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
 
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
+# Settings where 0 used to mean "none" ("no limit", "off", "each epoch", "torch's default"): they
+# are None now; a 0 from an older config still means that, with a warning (1 for average_last).
+LEGACY_ZERO = {
+    "data.train_subset": None,
+    "data.valid_subset": None,
+    "train.clip_norm": None,
+    "train.max_epochs": None,
+    "train.max_steps": None,
+    "train.max_minutes": None,
+    "train.validate_every": None,
+    "train.checkpoint_every": None,
+    "train.checkpoint_minutes": None,
+    "train.threads": None,
+    "train.average_last": 1,
+}
+
+
+def _legacy_zero(key: str, value: Any, warn: bool) -> Any:
+    if key in LEGACY_ZERO and value == 0 and not isinstance(value, bool):
+        now = LEGACY_ZERO[key]
+        if not warn:  # a config saved by an older csan: read it as it was meant, quietly
+            return now
+        warnings.warn(
+            f"{key}=0 is read as {'null' if now is None else now} (its meaning before csan 0.2); "
+            f"write {'null' if now is None else now}",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return now
+    return value
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str, warn: bool) -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     kwargs = {}
@@ -298,14 +332,17 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
         if is_dataclass(tp):
             if not isinstance(value, dict):
                 raise CsanError(f"{full}: expected a mapping, got {value!r}")
-            kwargs[key] = _build(tp, value, f"{full}.")
+            kwargs[key] = _build(tp, value, f"{full}.", warn)
         else:
-            kwargs[key] = _coerce(value, tp, full)
+            kwargs[key] = _coerce(_legacy_zero(full, value, warn), tp, full)
     return cls(**kwargs)
 
 
-def config_from_dict(data: dict[str, Any]) -> Config:
+def config_from_dict(data: dict[str, Any], *, warn_legacy: bool = False) -> Config:
     """Build a :class:`Config` from a nested dict, checking every key and type.
+
+    A 0 where older versions meant "none" (:data:`LEGACY_ZERO`) is read as None; with
+    ``warn_legacy`` (a config the user wrote) a FutureWarning says so.
 
     Example:
         >>> config_from_dict({"model": {"d_model": 64, "heads": 4}}).model.d_model
@@ -315,7 +352,7 @@ def config_from_dict(data: dict[str, Any]) -> Config:
         ...
         csan.errors.CsanError: unknown config key 'model.d_modle' (did you mean model.d_model?)
     """
-    return _build(Config, data, "")
+    return _build(Config, data, "", warn_legacy)
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
@@ -364,7 +401,7 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
     """
     data = _load_source(source or "multi30k-small")
     data = apply_overrides(data, overrides or [])
-    return config_from_dict(data)
+    return config_from_dict(data, warn_legacy=True)
 
 
 def dump_config(cfg: Config) -> str:
@@ -372,23 +409,23 @@ def dump_config(cfg: Config) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
 
 
-# the least value of each training setting the loop can work with
+# the least value of each training setting the loop can work with (None: the setting is off)
 TRAIN_MINIMA = {
     "max_tokens": 1,
     "update_freq": 1,
     "log_every": 1,
     "max_bad_steps": 1,
     "keep_last": 1,
-    "max_steps": 0,
-    "max_epochs": 0,
-    "max_minutes": 0,
-    "validate_every": 0,
-    "checkpoint_every": 0,
-    "checkpoint_minutes": 0,
-    "average_last": 0,
-    "threads": 0,
+    "average_last": 1,
+    "max_steps": 1,
+    "max_epochs": 1,
+    "max_minutes": 1e-9,
+    "validate_every": 1,
+    "checkpoint_every": 1,
+    "checkpoint_minutes": 1e-9,
+    "threads": 1,
     "warmup": 0,
-    "clip_norm": 0,
+    "clip_norm": 1e-9,
 }
 
 
@@ -396,12 +433,23 @@ def check_train_config(tc: TrainConfig) -> None:
     """A CsanError naming the first ``train.*`` setting the loop cannot work with."""
     for key, least in TRAIN_MINIMA.items():
         value = getattr(tc, key)
-        if not value >= least:  # also catches NaN
-            raise CsanError(f"train.{key}={value}: must be at least {least}")
+        if value is not None and not value >= least:  # also catches NaN
+            limit = f"at least {least}" if least >= 1 or least == 0 else "more than 0"
+            nullable = " (or null)" if f"train.{key}" in LEGACY_ZERO else ""
+            raise CsanError(f"train.{key}={value}: must be {limit}{nullable}")
     if not (tc.lr > 0 and math.isfinite(tc.lr)):
         raise CsanError(f"train.lr={tc.lr}: must be a positive number")
-    if tc.schedule == "budget" and not (tc.max_minutes or tc.max_steps or tc.max_epochs):
+    budgets = (tc.max_minutes, tc.max_steps, tc.max_epochs)
+    if tc.schedule == "budget" and all(b is None for b in budgets):
         raise CsanError(
             "train.schedule=budget: needs a budget to spread over "
             "(train.max_minutes, train.max_steps or train.max_epochs)"
         )
+
+
+def check_data_config(dc: DataConfig) -> None:
+    """A CsanError naming the first ``data.*`` setting training cannot work with."""
+    for name in ("train_subset", "valid_subset"):
+        value = getattr(dc, name)
+        if value is not None and value < 1:
+            raise CsanError(f"data.{name}={value}: must be at least 1 (or null: all pairs)")

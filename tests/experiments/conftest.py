@@ -35,7 +35,7 @@ def small_overrides(small_corpus: Path) -> list[str]:
         "train.max_steps=6",
         "train.validate_every=6",
         "train.log_every=3",
-        "train.checkpoint_minutes=0",
+        "train.checkpoint_minutes=null",
         "decode.beam=1",
     ]
 

@@ -292,3 +292,18 @@ def test_report_only_trains_nothing_and_lists_the_missing_runs(tmp_path: Path, f
     statuses = [r["status"] for r in read_csv(tmp_path / "results.csv")]
     assert statuses == ["ok", "not run", "not run", "not run"]
     assert not (tmp_path / "runs" / "csan1d-seed1").exists()
+
+
+def test_a_run_saved_with_the_old_zeros_is_the_same_run(tmp_path) -> None:
+    """config.yaml written before None replaced 0 ("no limit", "each epoch") is not a difference."""
+    from csan.config import dump_config, load_config
+    from csan.experiments.grid import config_difference
+
+    cfg = load_config("compare-multi30k")
+    old = dump_config(cfg).replace("max_steps: null", "max_steps: 0")
+    old = old.replace("average_last: 1", "average_last: 0").replace("threads: null", "threads: 0")
+    assert "max_steps: 0" in old and "average_last: 0" in old
+    (tmp_path / "config.yaml").write_text(old, encoding="utf-8")
+    assert config_difference(tmp_path, cfg) is None
+    (tmp_path / "config.yaml").write_text(old.replace("lr: 0.001", "lr: 0.002"), encoding="utf-8")
+    assert config_difference(tmp_path, cfg) == "train.lr: 0.002 != 0.001"

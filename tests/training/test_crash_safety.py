@@ -145,7 +145,7 @@ def test_kill_9_at_random_moments_loses_nothing_but_the_last_steps(
 def test_sigterm_checkpoints_and_exits_143(tmp_path: Path, tiny_overrides: list[str]) -> None:
     run = tmp_path / "run"
     items = [*tiny_overrides, "train.max_steps=100000", "train.checkpoint_every=3",
-             "train.validate_every=0", "train.evaluate_test=true"]  # fmt: skip
+             "train.validate_every=null", "train.evaluate_test=true"]  # fmt: skip
     proc = start_training(run, items)
     wait_for(lambda: last_step(run) >= 3, proc)
     proc.send_signal(signal.SIGTERM)
@@ -170,7 +170,7 @@ def test_sigint_in_process_stops_at_a_step_boundary(
     run = tmp_path / "run"
     cfg = load_config(
         "tiny", [*tiny_overrides, "train.max_steps=100000", "train.checkpoint_every=2",
-                 "train.validate_every=0"],
+                 "train.validate_every=null"],
     )  # fmt: skip
 
     def interrupt() -> None:
@@ -232,7 +232,7 @@ def poison(monkeypatch: pytest.MonkeyPatch, bad_calls: set[int], where: str = "l
 def numerics_cfg(tiny_overrides: list[str], steps: int):
     return load_config(
         "tiny", [*tiny_overrides, f"train.max_steps={steps}", "train.max_bad_steps=3",
-                 "train.checkpoint_every=2", "train.validate_every=0", "data.valid_subset=20",
+                 "train.checkpoint_every=2", "train.validate_every=null", "data.valid_subset=20",
                  "train.log_every=1"],
     )  # fmt: skip
 
@@ -267,7 +267,7 @@ def test_divergence_stops_and_keeps_the_last_good_checkpoint(
 ) -> None:
     poison(monkeypatch, set(range(6, 100)))  # from the 6th update on, every loss is NaN
     items = [*tiny_overrides, "train.max_steps=50", "train.max_bad_steps=3",
-             "train.checkpoint_every=2", "train.validate_every=0", "data.valid_subset=20"]  # fmt: skip
+             "train.checkpoint_every=2", "train.validate_every=null", "data.valid_subset=20"]  # fmt: skip
     argv = ["train", "--config", "tiny", "--out", str(tmp_path), "--no-progress"]
     code = main([*argv, *[a for item in items for a in ("--set", item)]])
     err = capsys.readouterr().err
@@ -288,7 +288,7 @@ def test_a_huge_learning_rate_diverges_cleanly(
 ) -> None:
     cfg = load_config(
         "tiny", [*tiny_overrides, "train.lr=1e30", "train.warmup=1", "train.max_steps=40",
-                 "train.max_bad_steps=2", "train.checkpoint_every=1", "train.validate_every=0",
+                 "train.max_bad_steps=2", "train.checkpoint_every=1", "train.validate_every=null",
                  "data.valid_subset=20"],
     )  # fmt: skip
     with pytest.raises(CsanError, match=r"^training diverged: 2 updates in a row"):

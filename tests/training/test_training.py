@@ -79,7 +79,7 @@ def resume_overrides(tiny_overrides: list[str], steps: int) -> list[str]:
         "data.train_subset=300",
         "train.max_tokens=512",
         "train.log_every=1",
-        "train.validate_every=0",  # validate at each epoch end
+        "train.validate_every=null",  # validate at each epoch end
         f"train.checkpoint_every={RESUME_N}",
         "train.keep_last=10",
         f"train.max_steps={steps}",
@@ -319,9 +319,9 @@ def test_budget_schedule_over_minutes_is_complete(
         [
             *tiny_overrides,
             "train.schedule=budget",
-            "train.max_steps=0",
+            "train.max_steps=null",
             "train.max_minutes=0.25",
-            "train.validate_every=0",
+            "train.validate_every=null",
             "train.average_last=3",
             "train.log_every=1",
         ],
@@ -339,7 +339,7 @@ def test_budget_schedule_over_minutes_is_complete(
 def test_budget_schedule_needs_a_budget(tmp_path: Path) -> None:
     cfg = load_config(
         "tiny",
-        [f"data.data_dir={tmp_path / 'absent'}", "train.schedule=budget", "train.max_steps=0"],
+        [f"data.data_dir={tmp_path / 'absent'}", "train.schedule=budget", "train.max_steps=null"],
     )
     with pytest.raises(CsanError, match="schedule=budget: needs a budget"):
         train(cfg, tmp_path / "run", progress=False)
@@ -363,11 +363,11 @@ def test_main_preset_trains_in_the_mode_auto_picks(tmp_path: Path, multi30k_dir:
             "model.encoder_layers=1",
             "model.decoder_layers=1",
             "train.max_tokens=1024",
-            "train.max_minutes=0",
+            "train.max_minutes=null",
             "train.max_steps=3",
             "train.valid_bleu=false",
             "train.evaluate_test=false",
-            "train.checkpoint_minutes=0",
+            "train.checkpoint_minutes=null",
             "train.log_every=1",
         ],
     )

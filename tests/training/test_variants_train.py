@@ -37,7 +37,7 @@ def test_variant_trains_without_nan(name: str, tmp_path: Path, tiny_overrides: l
             "train.validate_every=6",
             "data.train_subset=200",
             "data.valid_subset=20",
-            "train.average_last=0",
+            "train.average_last=1",
         ],
     )
     result = train(cfg, tmp_path, progress=False)

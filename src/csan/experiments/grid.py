@@ -18,6 +18,7 @@ scoring), then the user's ``--set`` items, then the variant's overrides, then ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from csan.config import Config, dump_config, load_config
+from csan.config import Config, config_from_dict, dump_config, load_config
 from csan.errors import CsanError
 from csan.experiments.variants import Variant
 
@@ -146,7 +147,12 @@ def config_difference(run_dir: Path, cfg: Config) -> str | None:
     path = run_dir / "config.yaml"
     if not path.is_file():
         return None
-    old = _flat(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    saved = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    # read as csan reads it now (an older csan wrote 0 where None is meant); a key this version
+    # does not know stays as written, so that the difference shows
+    with contextlib.suppress(CsanError):
+        saved = yaml.safe_load(dump_config(config_from_dict(saved)))
+    old = _flat(saved)
     new = _flat(yaml.safe_load(dump_config(cfg)))
     for key in sorted(set(old) | set(new)):
         if key not in IGNORED_KEYS and old.get(key) != new.get(key):
@@ -203,7 +209,6 @@ def steady_speed(records: list[dict[str, Any]]) -> float | None:
 def _count_params(run_dir: Path) -> int | None:
     """Parameters of the run's final model (tied weights once), from its config; None if absent."""
     from csan.checkpoint import read_model_meta
-    from csan.config import config_from_dict
     from csan.info import count_parameters
     from csan.models import build_model
 

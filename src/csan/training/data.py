@@ -54,8 +54,8 @@ class TrainingData:
         return collate(pairs, indices, pad_to_multiple=self.pad_to_multiple)
 
 
-def _subset(split: EncodedSplit, n: int) -> EncodedSplit:
-    if n <= 0 or n >= len(split):
+def _subset(split: EncodedSplit, n: int | None) -> EncodedSplit:
+    if n is None or n >= len(split):
         return split
     return EncodedSplit(split.src[:n], split.tgt[:n], split.src_text[:n], split.tgt_text[:n])
 

@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from csan import checkpoint as ckpt
 from csan.checkpoint import trainer_state
-from csan.config import Config, check_train_config, dump_config
+from csan.config import Config, check_data_config, check_train_config, dump_config
 from csan.errors import CsanError
 from csan.machine import (
     RuntimeChoice,
@@ -99,6 +99,7 @@ class Trainer:
         tc = cfg.train
         # config mistakes surface before the (possibly long) data preparation
         check_train_config(tc)
+        check_data_config(cfg.data)
         try:
             if tc.schedule == "budget":
                 rate = budget_schedule(
@@ -114,7 +115,7 @@ class Trainer:
         except ValueError as e:
             raise CsanError(str(e)) from None
         self.device = pick_device(tc.device)
-        if tc.threads > 0:
+        if tc.threads is not None:
             torch.set_num_threads(tc.threads)
         keep_freed_memory()  # before the first large tensor: no page faults on every step's tensors
         self.dist: DistInfo = init_distributed(self.device)
@@ -145,7 +146,7 @@ class Trainer:
         )
         self.budget = Budget(
             max_steps=self.budget_steps(),
-            max_seconds=tc.max_minutes * 60 or None,
+            max_seconds=None if tc.max_minutes is None else tc.max_minutes * 60,
             cooldown_fraction=tc.cooldown_fraction if tc.schedule == "budget" else 0.0,
             average_last=tc.average_last,
         )
@@ -213,8 +214,8 @@ class Trainer:
     def budget_steps(self) -> int | None:
         """The step budget: ``train.max_steps``, or ``max_epochs`` epochs, whichever is smaller."""
         tc = self.cfg.train
-        limits = [tc.max_steps] if tc.max_steps else []
-        if tc.max_epochs:
+        limits = [tc.max_steps] if tc.max_steps is not None else []
+        if tc.max_epochs is not None:
             per_epoch = -(-len(self.data.sampler) // tc.update_freq)
             limits.append(tc.max_epochs * per_epoch)
         return min(limits) if limits else None
@@ -293,7 +294,9 @@ class Trainer:
         # the gradients are the same on every rank after DDP's all-reduce: so is this decision
         clip = self.cfg.train.clip_norm
         grad_norm = float(
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip if clip > 0 else math.inf)
+            torch.nn.utils.clip_grad_norm_(
+                self.model.parameters(), clip if clip is not None else math.inf
+            )
         )
         if not (math.isfinite(sum_loss) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
@@ -341,11 +344,11 @@ class Trainer:
     def limits_reached(self) -> str | None:
         """The limit this rank has reached, if any (see :meth:`stop_vote` for the agreed one)."""
         tc = self.cfg.train
-        if tc.max_steps and self.step >= tc.max_steps:
+        if tc.max_steps is not None and self.step >= tc.max_steps:
             return f"max_steps={tc.max_steps}"
-        if tc.max_minutes and self.wall_seconds >= tc.max_minutes * 60:
+        if tc.max_minutes is not None and self.wall_seconds >= tc.max_minutes * 60:
             return f"max_minutes={tc.max_minutes}"
-        if tc.max_epochs and self.epoch > tc.max_epochs:
+        if tc.max_epochs is not None and self.epoch > tc.max_epochs:
             return f"max_epochs={tc.max_epochs}"
         return None
 
@@ -472,7 +475,7 @@ class Trainer:
                     cooldown_point = self.budget.cooldown_checkpoint_due(
                         self.step, self.wall_seconds
                     )
-                    if tc.validate_every and self.step % tc.validate_every == 0:
+                    if tc.validate_every is not None and self.step % tc.validate_every == 0:
                         self._validate_and_save()
                     elif self._checkpoint_due() or cooldown_point:
                         self.save_checkpoint()
@@ -483,7 +486,7 @@ class Trainer:
             bar.close()
         self.epoch += 1
         self.batch_in_epoch = 0
-        if not tc.validate_every:
+        if tc.validate_every is None:
             self._validate_and_save()
         return self.stop_vote(stop)
 
@@ -527,17 +530,17 @@ class Trainer:
 
     def _eta(self) -> str:
         mm = self.cfg.train.max_minutes
-        if not mm:
+        if mm is None:
             return "-"
         left = max(mm * 60 - self.wall_seconds, 0)
         return f"{int(left // 60)}m{int(left % 60):02d}s"
 
     def _checkpoint_due(self) -> bool:
         tc = self.cfg.train
-        if tc.checkpoint_every and self.step % tc.checkpoint_every == 0:
+        if tc.checkpoint_every is not None and self.step % tc.checkpoint_every == 0:
             return True
         minutes = tc.checkpoint_minutes
-        return bool(minutes) and time.monotonic() - self.last_ckpt_time >= minutes * 60
+        return minutes is not None and time.monotonic() - self.last_ckpt_time >= minutes * 60
 
     def _validate_and_save(self) -> None:
         """Rank 0 validates and checkpoints; no collective here, the others go on to the next step."""
