@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import unicodedata
 from collections.abc import Iterable
@@ -35,8 +36,10 @@ __all__ = [
     "MAX_LINE_CHARS",
     "STDIO",
     "atomic_write_text",
+    "check_output_file",
     "decode_lines",
     "normalize",
+    "output_target",
     "read_text_lines",
     "write_text_lines",
 ]
@@ -126,20 +129,62 @@ def read_text_lines(
     return decode_lines(data, name, max_chars=max_chars)
 
 
+def output_target(path: str | os.PathLike[str]) -> Path:
+    """Where writing ``path`` lands: a symlink's target (written through, never replaced)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_output_file(path: str | os.PathLike[str] | None) -> None:
+    """Fail before any work when an output file cannot be written (a folder, a missing parent).
+
+    Example:
+        >>> check_output_file("/")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        csan.errors.CsanError: /: is a directory, expected an output file
+    """
+    if path in STDIO:
+        return
+    target = output_target(path)
+    if target.is_dir():
+        raise CsanError(f"{path}: is a directory, expected an output file")
+    if not target.parent.is_dir():
+        raise CsanError(f"{path}: no such folder {target.parent}")
+
+
 def write_text_lines(path: str | os.PathLike[str] | None, lines: Iterable[str]) -> None:
-    """Write ``lines`` (a ``\\n`` after each) to stdout for ``None`` / ``"-"``, else atomically."""
+    """Write ``lines`` (a ``\\n`` after each) to stdout for ``None`` / ``"-"``, else to ``path``.
+
+    A regular file is replaced atomically (a failure leaves the old one) and keeps its permissions;
+    a symlink is written through to its target; a FIFO, a character device or a socket is written
+    to as a stream, never replaced by a regular file.
+    """
     text = "".join(line + "\n" for line in lines)
     if path in STDIO:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    target = output_target(path)
     try:
-        atomic_write_text(Path(path), text)  # all or nothing: a failure leaves the old file
+        st = target.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise CsanError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise CsanError(f"{path}: is a directory, expected an output file")
+        if st is not None and not stat.S_ISREG(st.st_mode):  # a FIFO, a device: a stream
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text)
+            return
+        mode = stat.S_IMODE(st.st_mode) if st is not None else None
+        atomic_write_text(target, text, mode=mode)  # all or nothing: a failure leaves the old file
     except OSError as e:
         raise CsanError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``.
 
     Readers see the old file or the new one, never a part; a failed write leaves the old file.
@@ -158,6 +203,8 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # the file it replaces keeps its permissions
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)  # a failed write leaves the old file, and nothing else

@@ -11,7 +11,8 @@ and ``spm.model``. A run folder holds ``model/`` (the final model) and ``checkpo
 - :mod:`csan.checkpoint.files`: atomic text files and folders;
 - :mod:`csan.checkpoint.model_dir`: model folders (write, find, read, average);
 - :mod:`csan.checkpoint.run_dir`: a run's ``step_*`` folders and its ``LAST``/``BEST`` pointers;
-- :mod:`csan.checkpoint.trainer_state`: optimizer and RNG states, without pickle.
+- :mod:`csan.checkpoint.trainer_state`: optimizer and RNG states, without pickle;
+- :mod:`csan.checkpoint.ownership`: which existing folders csan may write over (its own only).
 
 This package sits below the models: it never builds one (``csan.decoding.load_model`` does).
 """
@@ -30,6 +31,12 @@ from csan.checkpoint.model_dir import (
     read_model_meta,
     read_spm,
     save_model_dir,
+)
+from csan.checkpoint.ownership import (
+    check_model_output,
+    check_run_output,
+    is_model_folder,
+    is_run_folder,
 )
 from csan.checkpoint.run_dir import (
     CHECKPOINT_FILES,
@@ -51,8 +58,12 @@ __all__ = [
     "atomic_write_text",
     "average_model_dirs",
     "best_checkpoint",
+    "check_model_output",
+    "check_run_output",
     "check_trainer_state",
     "find_model_dir",
+    "is_model_folder",
+    "is_run_folder",
     "latest_checkpoint",
     "load_trainer_state",
     "load_weights",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from csan.textio import atomic_write_text
@@ -84,16 +84,19 @@ def remove_folder(path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def remove_stale_temporaries(folder: Path) -> list[str]:
-    """Remove ``*.tmp-<pid>`` and ``*.old-<pid>`` leftovers of a killed writer in ``folder``.
+def remove_stale_temporaries(folder: Path, *, names: Sequence[str] | None = None) -> list[str]:
+    """Remove ``*.tmp-<pid>`` and ``*.old-<pid>`` leftovers of a killed writer in ``folder``
+    (only those of ``names``, e.g. ``("model",)`` for ``model.tmp-<pid>``, when given).
 
     Only call this while no other process writes there (the trainer holds the run's lock).
     Returns the names removed.
     """
     removed = []
     for p in sorted(Path(folder).glob("*")):
-        _, dot, tag = p.name.rpartition(".")
+        base, dot, tag = p.name.rpartition(".")
         if not dot or not (tag.startswith("tmp-") or tag.startswith("old-")):
+            continue
+        if names is not None and base not in names:
             continue
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)

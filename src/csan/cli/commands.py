@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from csan.errors import CsanError
-from csan.textio import read_text_lines, write_text_lines
+from csan.textio import check_output_file, read_text_lines, write_text_lines
 
 __all__ = [
     "cmd_ablate",
@@ -55,7 +55,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from csan.training.trainer import train
 
     cfg = _load_cfg(args)
-    result = train(cfg, args.out, progress=not args.no_progress)
+    result = train(cfg, args.out, progress=not args.no_progress, force=args.force)
     if result.test:
         print(
             f"{result.test['split']} BLEU = {result.test['bleu']:.2f} ({result.test['signature']})"
@@ -65,17 +65,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         return 128 + int(signal.Signals[result.interrupted_by])
     return 0
-
-
-def _check_output(path: str | None) -> None:
-    """Fail before any work when ``--output`` cannot be written (a folder, a missing parent)."""
-    if path is None or path == "-":
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise CsanError(f"{target}: is a directory, expected an output file")
-    if not target.parent.is_dir():
-        raise CsanError(f"{target}: no such folder {target.parent}")
 
 
 def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
@@ -95,7 +84,7 @@ def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    _check_output(args.output)
+    check_output_file(args.output)
     lines = read_text_lines(args.input)
     write_text_lines(args.output, _translate(args, lines))
     return 0
@@ -104,7 +93,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from csan.evaluation.bleu import score
 
-    _check_output(args.output)
+    check_output_file(args.output)
     refs = read_text_lines(args.ref)
     if args.hyp:
         hyps = read_text_lines(args.hyp)
@@ -163,13 +152,14 @@ def _machine_lines(cfg) -> str:
 
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from csan.checkpoint import average_model_dirs, step_folders
+    from csan.checkpoint import average_model_dirs, check_model_output, step_folders
 
     if args.last < 1:
         raise CsanError(f"average: --last must be >= 1, got {args.last}")
     steps = step_folders(Path(args.run))
     if not steps:
         raise CsanError(f"{Path(args.run) / 'checkpoints'}: no checkpoints to average")
+    check_model_output(Path(args.out), force=args.force, protect=Path(args.run))
     chosen = steps[-args.last :]
     how = f"average of {', '.join(p.name for p in chosen)}"
     average_model_dirs(chosen, Path(args.out), made_from=how)

@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", required=True, help="run folder; one that holds a checkpoint is resumed"
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="train into a folder that is not a csan run (csan's own file names in it are overwritten)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
@@ -93,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("average", help="average the last N checkpoints of a run")
     p.add_argument("--run", required=True, help="run folder")
     p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5)")
-    p.add_argument("--out", required=True, help="output model folder")
+    p.add_argument("--out", required=True, help="output model folder (new, or a csan model folder)")
+    p.add_argument(
+        "--force", action="store_true", help="replace --out even if it is not a csan model folder"
+    )
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("attention", help="list the attention variants")

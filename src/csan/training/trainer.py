@@ -64,6 +64,9 @@ __all__ = ["TrainResult", "train"]
 
 log = logging.getLogger("csan")
 
+# what the run writes aside (``<name>.tmp-<pid>``) and renames into place in its folder
+RUN_LEFTOVERS = ("model", ".config.yaml", ".results.json")
+
 
 @dataclass
 class TrainResult:
@@ -92,14 +95,17 @@ def seed_everything(seed: int) -> None:
 class Trainer:
     """Holds the moving parts of one run; :meth:`run` is the loop."""
 
-    def __init__(self, cfg: Config, out_dir: Path, *, progress: bool = True) -> None:
+    def __init__(
+        self, cfg: Config, out_dir: Path, *, progress: bool = True, force: bool = False
+    ) -> None:
         self.cfg = cfg
         self.out = Path(out_dir)
         self.progress = progress
         tc = cfg.train
-        # config mistakes surface before the (possibly long) data preparation
+        # config mistakes and a folder that is not ours surface before the data preparation
         check_train_config(tc)
         check_data_config(cfg.data)
+        ckpt.check_run_output(self.out, force=force)
         try:
             if tc.schedule == "budget":
                 rate = budget_schedule(
@@ -420,6 +426,10 @@ class Trainer:
             removed = ckpt.remove_stale_temporaries(root)
             if removed:
                 log.info("removed leftovers of an interrupted checkpoint: %s", ", ".join(removed))
+        # the final model and the run's own files, written aside and renamed: their leftovers only
+        removed = ckpt.remove_stale_temporaries(self.out, names=RUN_LEFTOVERS)
+        if removed:
+            log.info("removed leftovers of an interrupted write: %s", ", ".join(removed))
         dropped = trim_metrics(self.out / "metrics.jsonl", self.step)
         if dropped:
             self.say(f"metrics.jsonl: dropped {dropped} line(s) written after step {self.step}")
@@ -615,15 +625,20 @@ class Trainer:
         return result
 
 
-def train(cfg: Config, out_dir: str | os.PathLike[str], *, progress: bool = True) -> TrainResult:
+def train(
+    cfg: Config, out_dir: str | os.PathLike[str], *, progress: bool = True, force: bool = False
+) -> TrainResult:
     """Train (or resume) a model described by ``cfg`` in ``out_dir``.
+
+    ``out_dir`` must be new, empty or a csan run; ``force`` allows any folder (csan never deletes
+    what it did not write, but its own file names in there are overwritten).
 
     Example (a few seconds on 2 cores)::
 
         from csan.config import load_config
         result = train(load_config("tiny", ["train.max_steps=20"]), "runs/tiny")
     """
-    trainer = Trainer(cfg, Path(out_dir), progress=progress)
+    trainer = Trainer(cfg, Path(out_dir), progress=progress, force=force)
     try:
         return trainer.run()
     finally:
