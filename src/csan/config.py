@@ -28,6 +28,7 @@ import yaml
 from csan.errors import CsanError
 
 __all__ = [
+    "RESUMABLE_KEYS",
     "Config",
     "ConvS2SConfig",
     "DataConfig",
@@ -40,6 +41,7 @@ __all__ = [
     "config_from_dict",
     "load_config",
     "presets",
+    "resume_difference",
 ]
 
 
@@ -453,3 +455,52 @@ def check_data_config(dc: DataConfig) -> None:
         value = getattr(dc, name)
         if value is not None and value < 1:
             raise CsanError(f"data.{name}={value}: must be at least 1 (or null: all pairs)")
+
+
+# What may change when a run is resumed: limits, intervals, bookkeeping, the precision and the
+# device, the optimizer's settings (applied to the restored optimizer), and decoding. Everything
+# else (the model, the data and its vocabulary, the seed, the batch size) makes another run.
+RESUMABLE_KEYS = frozenset(
+    {
+        *(
+            f"train.{key}"
+            for key in (
+                "max_steps", "max_epochs", "max_minutes", "validate_every", "valid_bleu",
+                "checkpoint_every", "checkpoint_minutes", "keep_last", "average_last", "log_every",
+                "threads", "bf16", "cpu_bf16", "compile", "max_bad_steps", "evaluate_test",
+                "device", "lr", "schedule", "warmup", "warmup_fraction", "cooldown_fraction",
+                "adam_betas", "adam_eps", "weight_decay", "clip_norm", "label_smoothing",
+            )
+        ),
+        "data.data_dir",
+    }
+)  # fmt: skip
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict) or (prefix and not data):
+        return {prefix[:-1]: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}{key}."))
+    return out
+
+
+def resume_difference(saved: Config, cfg: Config) -> str | None:
+    """The first key, outside :data:`RESUMABLE_KEYS` and ``decode.*``, where ``cfg`` differs from
+    the config a run was trained with, as ``key: saved -> new``; None when the run may resume.
+
+    Example:
+        >>> base = load_config("tiny")
+        >>> resume_difference(base, load_config("tiny", ["train.max_steps=500"])) is None
+        True
+        >>> resume_difference(base, load_config("tiny", ["data.src_lang=de", "data.tgt_lang=en"]))
+        "data.src_lang: 'en' -> 'de'"
+    """
+    old, new = _flat(saved.to_dict()), _flat(cfg.to_dict())
+    for key in sorted(set(old) | set(new)):
+        if key in RESUMABLE_KEYS or key.startswith("decode."):
+            continue
+        if old.get(key) != new.get(key):
+            return f"{key}: {old.get(key)!r} -> {new.get(key)!r}"
+    return None

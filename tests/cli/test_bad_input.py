@@ -244,7 +244,7 @@ def test_resuming_with_another_model_shape_is_refused(
     before = snapshot(run_copy)
     args = train_args(tiny_overrides, run_copy, "model.d_model=32", "train.max_steps=60")
     code, _, err = run(capsys, *args)
-    assert_one_line_error(code, err, "model.safetensors", "weights do not fit")
+    assert_one_line_error(code, err, "trained with another setting", "model.d_model: 64 -> 32")
     assert snapshot(run_copy) == before
 
 

@@ -40,7 +40,14 @@ from tqdm import tqdm
 
 from csan import checkpoint as ckpt
 from csan.checkpoint import trainer_state
-from csan.config import Config, check_data_config, check_train_config, dump_config
+from csan.config import (
+    Config,
+    check_data_config,
+    check_train_config,
+    config_from_dict,
+    dump_config,
+    resume_difference,
+)
 from csan.errors import CsanError
 from csan.machine import (
     RuntimeChoice,
@@ -137,6 +144,14 @@ class Trainer:
         resume_dir = ckpt.latest_checkpoint(self.out)
         spm_bytes = None
         if resume_dir is not None:
+            saved = config_from_dict(ckpt.read_model_meta(resume_dir)["config"])
+            changed = resume_difference(saved, cfg)
+            if changed:
+                raise CsanError(
+                    f"{self.out}: this run was trained with another setting ({changed}); "
+                    "resume it unchanged, or train into a new --out (what may change on resume: "
+                    "csan.config.RESUMABLE_KEYS)"
+                )
             try:
                 spm_bytes = (resume_dir / "spm.model").read_bytes()
             except OSError as e:
@@ -262,6 +277,9 @@ class Trainer:
     def _resume(self, folder: Path) -> None:
         ckpt.load_weights(self.model, folder / "model.safetensors")
         meta = trainer_state.restore(folder, self.optimizer)
+        tc = self.cfg.train
+        for group in self.optimizer.param_groups:  # the config's settings, not the checkpoint's
+            group.update(betas=tc.adam_betas, eps=tc.adam_eps, weight_decay=tc.weight_decay)
         self.step = meta["step"]
         self.epoch = meta["epoch"]
         self.batch_in_epoch = meta["batch_in_epoch"]
