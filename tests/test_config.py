@@ -218,3 +218,15 @@ def test_none_means_none_and_an_old_zero_still_works_with_a_warning() -> None:
         warnings.simplefilter("error")  # a config saved by an older csan is read quietly
         saved = config_from_dict({"train": {"max_steps": 0, "checkpoint_minutes": 0}})
     assert saved.train.max_steps is None and saved.train.checkpoint_minutes is None
+
+
+def test_a_files_base_is_found_next_to_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "other.yaml").write_text("base: tiny\nmodel:\n  d_model: 32\n")
+    (tmp_path / "conf" / "mine.yaml").write_text("base: other.yaml\ntrain:\n  lr: 0.002\n")
+    decoy = tmp_path / "elsewhere"
+    decoy.mkdir()
+    (decoy / "other.yaml").write_text("base: multi30k-small\n")  # the wrong base, if cwd decided
+    monkeypatch.chdir(decoy)
+    cfg = load_config(str(tmp_path / "conf" / "mine.yaml"))
+    assert (cfg.model.d_model, cfg.train.lr) == (32, 0.002)

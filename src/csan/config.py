@@ -37,6 +37,7 @@ __all__ = [
     "TrainConfig",
     "apply_overrides",
     "check_data_config",
+    "check_model_config",
     "check_train_config",
     "config_from_dict",
     "load_config",
@@ -96,6 +97,7 @@ class DataConfig:
     max_len: int = 128  # training pairs with a side longer than this (subwords + EOS) are dropped
     train_subset: int | None = None  # use only the first N training pairs (None: all)
     valid_subset: int | None = None  # use only the first N validation pairs (None: all)
+    same_language: bool = False  # allow src_lang == tgt_lang (paraphrase, denoising); else refused
 
 
 @dataclass
@@ -214,7 +216,14 @@ def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any
     base = data.pop("base", None)
     if base is None:
         return data
-    return _merge(_load_source(str(base), (*seen, name_or_path)), data)
+    base = str(base)
+    if (
+        origin != f"preset {name_or_path}"
+        and base not in presets()
+        and not Path(base).is_absolute()
+    ):
+        base = str(path.parent / base)  # a file's base is next to that file, wherever csan runs
+    return _merge(_load_source(base, (*seen, name_or_path)), data)
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -441,6 +450,23 @@ def check_train_config(tc: TrainConfig) -> None:
             raise CsanError(f"train.{key}={value}: must be {limit}{nullable}")
     if not (tc.lr > 0 and math.isfinite(tc.lr)):
         raise CsanError(f"train.lr={tc.lr}: must be a positive number")
+    b1, b2 = tc.adam_betas
+    if not (0 <= b1 < 1 and 0 <= b2 < 1):
+        raise CsanError(f"train.adam_betas={[b1, b2]}: each must be in [0, 1)")
+    for key, value in (("adam_eps", tc.adam_eps), ("weight_decay", tc.weight_decay)):
+        if not (value >= 0 and math.isfinite(value)) or (key == "adam_eps" and value == 0):
+            raise CsanError(
+                f"train.{key}={value}: must be a {'positive' if key == 'adam_eps' else 'non-negative'} number"
+            )
+    for key in ("label_smoothing", "warmup_fraction", "cooldown_fraction"):
+        value = getattr(tc, key)
+        if not 0 <= value < 1:
+            raise CsanError(f"train.{key}={value}: must be in [0, 1)")
+    if tc.warmup_fraction + tc.cooldown_fraction > 1:
+        raise CsanError(
+            f"train.warmup_fraction + train.cooldown_fraction = "
+            f"{tc.warmup_fraction + tc.cooldown_fraction}: must be at most 1"
+        )
     budgets = (tc.max_minutes, tc.max_steps, tc.max_epochs)
     if tc.schedule == "budget" and all(b is None for b in budgets):
         raise CsanError(
@@ -451,6 +477,11 @@ def check_train_config(tc: TrainConfig) -> None:
 
 def check_data_config(dc: DataConfig) -> None:
     """A CsanError naming the first ``data.*`` setting training cannot work with."""
+    if dc.src_lang == dc.tgt_lang and not dc.same_language:
+        raise CsanError(
+            f"data.src_lang = data.tgt_lang = {dc.src_lang!r}: a translation needs two languages "
+            "(set data.same_language=true to train on one)"
+        )
     for name in ("train_subset", "valid_subset"):
         value = getattr(dc, name)
         if value is not None and value < 1:
@@ -504,3 +535,18 @@ def resume_difference(saved: Config, cfg: Config) -> str | None:
         if old.get(key) != new.get(key):
             return f"{key}: {old.get(key)!r} -> {new.get(key)!r}"
     return None
+
+
+def check_model_config(mc: ModelConfig) -> None:
+    """A CsanError naming the first ``model.*`` setting no model can be built with (the variants'
+    own options are checked when the model is built)."""
+    for key in ("d_model", "heads", "ffn_dim", "encoder_layers", "decoder_layers"):
+        value = getattr(mc, key)
+        if value < 1:
+            raise CsanError(f"model.{key}={value}: must be at least 1")
+    if mc.max_positions < 2:
+        raise CsanError(f"model.max_positions={mc.max_positions}: must be at least 2")
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        value = getattr(mc, key)
+        if not 0 <= value < 1:
+            raise CsanError(f"model.{key}={value}: must be in [0, 1)")

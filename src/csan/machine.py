@@ -341,6 +341,11 @@ def pick_device(name: str, *, setting: str = "train.device") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
         raise CsanError(f"{setting}: unknown device {name!r}") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise CsanError(f"{setting}={name}: no such device here ({count} CUDA devices)")
+    return device

@@ -159,6 +159,17 @@ def test_bad_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, cas
         ("train.max_steps=-5", "train.max_steps=-5: must be at least 1 (or null)"),
         ("train.max_minutes=-1", "train.max_minutes=-1.0: must be more than 0 (or null)"),
         ("data.train_subset=-3", "data.train_subset=-3: must be at least 1 (or null: all pairs)"),
+        ("model.dropout=1.5", "model.dropout=1.5: must be in [0, 1)"),
+        ("model.dropout=-0.1", "model.dropout=-0.1: must be in [0, 1)"),
+        ("model.encoder_layers=0", "model.encoder_layers=0: must be at least 1"),
+        (
+            "model.attention_options.csan2d.window=5",
+            "model.attention_options.csan2d: no layer uses",
+        ),
+        ("model.attention_options.csan1d.window=4", "model.attention_options.csan1d: no layer"),
+        ("train.adam_betas=[1.5,0.9]", "train.adam_betas=[1.5, 0.9]: each must be in [0, 1)"),
+        ("train.device=cuda:7", "train.device=cuda:7: no such device here"),
+        ("data.tgt_lang=en", "a translation needs two languages"),
         ("train.max_tokens=0", "train.max_tokens=0: must be at least 1"),
         ("train.lr=-1", "train.lr=-1.0: must be a positive number"),
         ("train.lr=.nan", "train.lr=nan: must be a positive number"),
@@ -368,3 +379,31 @@ def test_cli_stdin_any_unicode_gives_as_many_lines_out(
     assert out.count("\n") == len(lines)
     if not lines:
         assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 without RANK"),
+        ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two': expected a whole number"),
+        ({"CSAN_CACHE": "FILE"}, "is a file, expected a folder for encoded corpora"),
+    ],
+)
+def test_environment_mistakes_are_named_before_any_work(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    env: dict[str, str],
+    needle: str,
+) -> None:
+    for key, value in env.items():
+        if value == "FILE":
+            value = str(tmp_path / "cache-file")
+            Path(value).write_text("a file\n")
+        monkeypatch.setenv(key, value)
+    code, _, err = run(
+        capsys, "train", "--config", "tiny", "--set", f"data.data_dir={tmp_path}",
+        "--out", tmp_path / "run",
+    )  # fmt: skip
+    assert_one_line_error(code, err, needle)
+    assert not (tmp_path / "run").exists()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-from csan.config import ModelConfig
+from csan.config import ModelConfig, check_model_config
 from csan.errors import CsanError
 from csan.models.base import EncoderOutput, Seq2SeqModel, reorder_state
 from csan.models.convs2s import ConvS2S
+from csan.models.layout import layer_variants
 from csan.models.transformer import Transformer
 
-__all__ = ["EncoderOutput", "Seq2SeqModel", "build_model", "reorder_state"]
+__all__ = ["EncoderOutput", "Seq2SeqModel", "build_model", "check_model", "reorder_state"]
 
 
 def build_model(cfg: ModelConfig, vocab_size: int) -> nn.Module:
@@ -31,3 +33,38 @@ def build_model(cfg: ModelConfig, vocab_size: int) -> nn.Module:
     except (ValueError, TypeError) as e:
         raise CsanError(f"model config: {e}") from None
     raise CsanError(f"model.arch: unknown architecture {cfg.arch!r}; choose transformer or convs2s")
+
+
+def check_model(cfg: ModelConfig) -> None:
+    """Every model setting checked before any data is read: the numbers (dropout in [0, 1), at
+    least one layer, ...), ``attention_options`` only for variants some layer uses, and what the
+    variants themselves refuse (an even window, ...), by building the model on the ``meta`` device
+    (no memory, no time).
+
+    Example:
+        >>> check_model(ModelConfig(attention_options={"csan2d": {"window": 5}}))
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: model.attention_options.csan2d: no layer uses csan2d (encoder: vanilla; decoder: vanilla; cross: vanilla)
+    """
+    check_model_config(cfg)
+    if cfg.arch == "transformer":
+        try:
+            used = {
+                "encoder": layer_variants(cfg.encoder_attention, cfg.encoder_layers, "encoder"),
+                "decoder": layer_variants(cfg.decoder_attention, cfg.decoder_layers, "decoder"),
+                "cross": layer_variants(cfg.cross_attention, cfg.decoder_layers, "cross"),
+            }
+        except ValueError as e:
+            raise CsanError(f"model config: {e}") from None
+        names = {name for side in used.values() for name in side}
+        for variant in cfg.attention_options:
+            if variant not in names:
+                where = "; ".join(
+                    f"{side}: {', '.join(sorted(set(v)))}" for side, v in used.items()
+                )
+                raise CsanError(
+                    f"model.attention_options.{variant}: no layer uses {variant} ({where})"
+                )
+    with torch.device("meta"):
+        build_model(cfg, vocab_size=8)

@@ -35,7 +35,11 @@ def cache_root() -> Path:
         True
     """
     base = os.environ.get("CSAN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "csan")
-    return Path(base)
+    path = Path(base)
+    if path.exists() and not path.is_dir():
+        what = "CSAN_CACHE" if os.environ.get("CSAN_CACHE") else "the cache folder"
+        raise CsanError(f"{what} {path}: is a file, expected a folder for encoded corpora")
+    return path
 
 
 @dataclass

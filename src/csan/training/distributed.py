@@ -20,6 +20,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from csan.errors import CsanError
+
 __all__ = [
     "COLLECTIVE_TIMEOUT",
     "DistInfo",
@@ -54,6 +56,38 @@ class DistInfo:
         return self.world_size > 1
 
 
+def distributed_env() -> tuple[int, int, int]:
+    """``(WORLD_SIZE, RANK, LOCAL_RANK)`` as torchrun sets them; a CsanError names a missing or
+    bad one (checked before any work).
+
+    Example:
+        >>> distributed_env() if "WORLD_SIZE" not in os.environ else (1, 0, 0)
+        (1, 0, 0)
+    """
+    values = {}
+    for name, default in (("WORLD_SIZE", "1"), ("RANK", None), ("LOCAL_RANK", "0")):
+        text = os.environ.get(name, default)
+        if text is None:
+            values[name] = None
+            continue
+        try:
+            values[name] = int(text)
+        except ValueError:
+            raise CsanError(f"environment {name}={text!r}: expected a whole number") from None
+    world, rank, local = values["WORLD_SIZE"], values["RANK"], values["LOCAL_RANK"]
+    if world < 1:
+        raise CsanError(f"environment WORLD_SIZE={world}: must be at least 1")
+    if world == 1:
+        return 1, 0, 0
+    if rank is None:
+        raise CsanError(
+            f"environment WORLD_SIZE={world} without RANK: start the processes with torchrun"
+        )
+    if not 0 <= rank < world:
+        raise CsanError(f"environment RANK={rank}: must be in 0..{world - 1} (WORLD_SIZE={world})")
+    return world, rank, local
+
+
 def init_distributed(device: torch.device) -> DistInfo:
     """Join the process group torchrun describes (no-op for a single process).
 
@@ -62,11 +96,9 @@ def init_distributed(device: torch.device) -> DistInfo:
         >>> info.world_size, info.is_main, info.enabled
         (1, True, False)
     """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world, rank, local = distributed_env()
     if world <= 1:
         return DistInfo()
-    rank = int(os.environ["RANK"])
-    local = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, timeout=COLLECTIVE_TIMEOUT)

@@ -57,9 +57,16 @@ from csan.machine import (
     machine_info,
     pick_device,
 )
-from csan.models import build_model
-from csan.training.data import TrainingData, load_training_data
-from csan.training.distributed import DistInfo, all_reduce_sum, any_rank, init_distributed, shutdown
+from csan.models import build_model, check_model
+from csan.training.data import TrainingData, cache_root, load_training_data
+from csan.training.distributed import (
+    DistInfo,
+    all_reduce_sum,
+    any_rank,
+    distributed_env,
+    init_distributed,
+    shutdown,
+)
 from csan.training.final_model import evaluate_test, write_final_model
 from csan.training.loss import TranslationLoss
 from csan.training.run_dir import RunCheckpoints
@@ -112,6 +119,9 @@ class Trainer:
         # config mistakes and a folder that is not ours surface before the data preparation
         check_train_config(tc)
         check_data_config(cfg.data)
+        check_model(cfg.model)
+        distributed_env()
+        cache_root()
         ckpt.check_run_output(self.out, force=force)
         try:
             if tc.schedule == "budget":
