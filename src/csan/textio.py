@@ -24,11 +24,13 @@ Example:
 from __future__ import annotations
 
 import os
+import select
 import stat
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from csan.errors import CsanError
 
@@ -38,6 +40,7 @@ __all__ = [
     "atomic_write_text",
     "check_output_file",
     "decode_lines",
+    "iter_line_chunks",
     "normalize",
     "output_target",
     "read_text_lines",
@@ -150,6 +153,128 @@ def check_output_file(path: str | os.PathLike[str] | None) -> None:
         raise CsanError(f"{path}: is a directory, expected an output file")
     if not target.parent.is_dir():
         raise CsanError(f"{path}: no such folder {target.parent}")
+
+
+def _decode_one(raw: bytes, name: str, line_no: int, offset: int, max_chars: int) -> str:
+    """One line of a stream (its bytes start at byte ``offset`` of the input), by the rules above."""
+    if line_no == 1 and raw.startswith(_BOM):
+        raw, offset = raw[len(_BOM) :], offset + len(_BOM)
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise CsanError(
+            f"{name}:{line_no}: NUL byte at byte offset {offset + nul}: binary content "
+            "(or UTF-16), expected UTF-8 text"
+        )
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        at = offset + err.start
+        raise CsanError(
+            f"{name}:{line_no}: invalid UTF-8 at byte offset {at} "
+            f"(byte 0x{raw[err.start]:02x}): {err.reason}"
+        ) from None
+    if len(line) > max_chars:
+        raise CsanError(
+            f"{name}:{line_no}: line of {len(line)} characters, longer than the limit of "
+            f"{max_chars}; is this a text file with one sentence per line?"
+        )
+    return line.removesuffix("\r")
+
+
+def iter_line_chunks(
+    path: str | os.PathLike[str] | None,
+    *,
+    max_lines: int = 64,
+    max_chars: int = MAX_LINE_CHARS,
+) -> Iterator[list[str]]:
+    """The lines of a file, or of stdin for ``None`` / ``"-"``, in chunks as they arrive.
+
+    Each chunk holds the lines that were there to read, at least one and at most ``max_lines``:
+    a line typed at a terminal comes back alone at once, a piped file in chunks of ``max_lines``,
+    so that translation can answer as the input comes, in bounded memory. Same rules as
+    :func:`read_text_lines`; an error names the line and the byte offset.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "in.en"
+        >>> _ = path.write_bytes(b"\\xef\\xbb\\xbfone\\r\\ntwo\\nthree")
+        >>> [line for chunk in iter_line_chunks(path, max_lines=2) for line in chunk]
+        ['one', 'two', 'three']
+    """
+    if path in STDIO:
+        try:
+            name, fd, close = "<stdin>", sys.stdin.fileno(), False
+        except (AttributeError, OSError, ValueError):  # replaced by an in-memory stream
+            yield from _stream_chunks(sys.stdin.buffer, "<stdin>", max_lines, max_chars)
+            return
+    else:
+        name = os.fspath(path)
+        try:
+            fd, close = os.open(path, os.O_RDONLY), True
+        except FileNotFoundError:
+            raise CsanError(f"{name}: no such file") from None
+        except OSError as err:
+            raise CsanError(f"{name}: cannot read: {err.strerror or err}") from None
+    try:
+        yield from _chunks(fd, name, max_lines, max_chars)
+    except IsADirectoryError:
+        raise CsanError(f"{name}: is a directory, expected a text file") from None
+    finally:
+        if close:
+            os.close(fd)
+
+
+def _stream_chunks(stream: Any, name: str, max_lines: int, max_chars: int) -> Iterator[list[str]]:
+    """Chunks of ``max_lines`` lines of a binary stream without a file descriptor."""
+    offset = 0
+    chunk: list[str] = []
+    for line_no, raw in enumerate(iter(stream.readline, b""), start=1):
+        piece = raw.removesuffix(b"\n")
+        chunk.append(_decode_one(piece, name, line_no, offset, max_chars))
+        offset += len(raw)
+        if len(chunk) == max_lines:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _chunks(fd: int, name: str, max_lines: int, max_chars: int) -> Iterator[list[str]]:
+    buf, eof, line_no, offset = b"", False, 0, 0
+
+    def read() -> None:
+        nonlocal buf, eof
+        data = os.read(fd, 1 << 16)
+        if data:
+            buf += data
+        else:
+            eof = True
+
+    def ready() -> bool:  # more input there without waiting (a regular file always is)
+        try:
+            return bool(select.select([fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+    while True:
+        while b"\n" not in buf and not eof:  # wait for one whole line
+            read()
+        while not eof and buf.count(b"\n") < max_lines and ready():  # and what else is there
+            read()
+        raw = buf.split(b"\n")
+        buf = raw.pop()  # the unfinished last line
+        if eof and buf:
+            raw.append(buf)
+            buf = b""
+        for start in range(0, len(raw), max_lines):
+            chunk = []
+            for piece in raw[start : start + max_lines]:
+                line_no += 1
+                chunk.append(_decode_one(piece, name, line_no, offset, max_chars))
+                offset += len(piece) + 1
+            yield chunk
+        if eof and not buf:
+            return
 
 
 def write_text_lines(path: str | os.PathLike[str] | None, lines: Iterable[str]) -> None:

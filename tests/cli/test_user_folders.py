@@ -177,3 +177,30 @@ def test_leftovers_of_an_interrupted_final_model_are_removed(tmp_path, tiny_over
           out, progress=False, force=True)  # fmt: skip
     assert not (out / "model.tmp-999999").exists()
     assert (out / "notes.tmp-1").read_text() == "not csan's name: kept\n"
+
+
+# -- 18: streaming ---------------------------------------------------------------------------------
+def test_translate_answers_each_line_as_it_comes(tiny_run: Path) -> None:
+    """A line written to csan translate's stdin is answered before the next one is sent."""
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "csan", "translate", "--model", str(tiny_run), "--beam", "1",
+         "--threads", "1"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        answers = []
+        for sentence in ("A dog runs .", "Two men are talking .", ""):
+            proc.stdin.write(sentence + "\n")
+            proc.stdin.flush()
+            started = time.monotonic()
+            answers.append(proc.stdout.readline())  # blocks until csan answers this line
+            assert time.monotonic() - started < 60
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    assert len(answers) == 3 and all(a.endswith("\n") for a in answers) and answers[2] == "\n"

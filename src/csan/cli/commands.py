@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 
 from csan.errors import CsanError
-from csan.textio import check_output_file, read_text_lines, write_text_lines
+from csan.textio import (
+    STDIO,
+    check_output_file,
+    iter_line_chunks,
+    read_text_lines,
+    write_text_lines,
+)
 
 __all__ = [
     "cmd_ablate",
@@ -67,25 +73,39 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
+def _translator(args: argparse.Namespace):
     import torch
 
     from csan.decoding import Translator
     from csan.machine import pick_device
 
     device = pick_device(args.device, setting="--device")
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     _keep_freed_memory()
-    translator = Translator.from_dir(args.model, device=device)
-    return translator.translate(
+    return Translator.from_dir(args.model, device=device)
+
+
+def _translate(args: argparse.Namespace, lines: list[str]) -> list[str]:
+    return _translator(args).translate(
         lines, beam=args.beam, lenpen=args.lenpen, max_tokens=args.max_tokens
     )
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    """Translate lines; to stdout, each chunk of input is answered as it arrives (streaming)."""
     check_output_file(args.output)
-    lines = read_text_lines(args.input)
+    if args.output in STDIO:  # a stream: answer each line (or what is there) as it comes
+        translator = _translator(args)
+        if args.buffer_lines < 1:
+            raise CsanError(f"--buffer-lines {args.buffer_lines}: must be at least 1")
+        for chunk in iter_line_chunks(args.input, max_lines=args.buffer_lines):
+            out = translator.translate(
+                chunk, beam=args.beam, lenpen=args.lenpen, max_tokens=args.max_tokens
+            )
+            write_text_lines(None, out)
+        return 0
+    lines = read_text_lines(args.input)  # a file: all or nothing, written atomically
     write_text_lines(args.output, _translate(args, lines))
     return 0
 
@@ -299,7 +319,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from csan.decoding import load_model
     from csan.experiments.attention_maps import plot_attention, sentence_attention
 
-    if args.threads:
+    if args.threads is not None:
         import torch
 
         torch.set_num_threads(args.threads)

@@ -47,7 +47,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lenpen", type=float, help="length penalty alpha (default 0.6)")
     p.add_argument("--max-tokens", type=int, help="source tokens per batch (default: the model's)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     _decode_args(p)
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout), written atomically")
+    p.add_argument(
+        "--buffer-lines",
+        type=int,
+        default=64,
+        help="to stdout, translate at most this many waiting lines at a time (default 64)",
+    )
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help="sacreBLEU and chrF of a model (or of translations)")
@@ -209,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--sum-key-heads", action="store_true", help="2D-CSAN: sum over key heads, one block"
     )
-    q.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    q.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     q.add_argument("--out", required=True, help="PNG file")
     q.set_defaults(func=cmd_plot)
     return parser
