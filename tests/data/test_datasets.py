@@ -15,6 +15,7 @@ from csan.data import (
     DatasetSpec,
     RemoteFile,
     datasets,
+    file_sha256,
     resolve_data_dir,
     split_paths,
     verify_checksums,
@@ -48,7 +49,7 @@ def tiny(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> DatasetSpec:
 
 def test_registry_knows_multi30k_and_newstest() -> None:
     m = DATASETS["multi30k"]
-    assert m.splits == ("train", "valid", "test2016") and set(m.langs) == {"en", "de"}
+    assert m.splits == ("train", "valid", "test2016") and set(m.langs) == {"en", "de", "fr", "cs"}
     assert m.files["valid.de"].url.endswith("/data/task1/raw/val.de.gz")
     assert m.files["test2016.en"].url.endswith("/data/task1/raw/test_2016_flickr.en.gz")
     assert all(f.gzipped and len(f.sha256) == 64 for f in m.files.values())
@@ -179,3 +180,25 @@ def test_real_data_found_through_csan_data(
     monkeypatch.setenv("CSAN_DATA", str(multi30k_dir.parent))
     monkeypatch.setattr(datasets, "_fetch", _no_network)
     assert resolve_data_dir("multi30k") == multi30k_dir
+
+
+def test_the_shared_french_and_czech_sides_match_their_checksums(multi30k_dir: Path) -> None:
+    spec = DATASETS["multi30k"]
+    for name in ("train.fr", "valid.fr", "test2016.fr", "train.cs", "valid.cs", "test2016.cs"):
+        assert file_sha256(multi30k_dir / name) == spec.files[name].sha256, name
+
+
+def test_only_the_pair_a_run_needs_is_required(tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    for split in ("train", "valid"):
+        for lang in ("fr", "en"):
+            (own / f"{split}.{lang}").write_text("x\n")
+    # any language codes in the user's own folder; only the splits asked for
+    assert resolve_data_dir("multi30k", own, langs=("fr", "en"), splits=("train", "valid")) == own
+    with pytest.raises(
+        CsanError, match=r"missing test2016\.fr, test2016\.en \(given as data dir\)"
+    ):
+        resolve_data_dir("multi30k", own, langs=("fr", "en"), splits=("train", "test2016"))
+    with pytest.raises(CsanError, match="has the languages en, de, fr, cs, not xx"):
+        resolve_data_dir("multi30k", langs=("en", "xx"))

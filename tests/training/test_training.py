@@ -377,3 +377,17 @@ def test_main_preset_trains_in_the_mode_auto_picks(tmp_path: Path, multi30k_dir:
     assert result.steps == 3 and all(math.isfinite(lr) for lr in _train_lrs(tmp_path))
     summary = json.loads((tmp_path / "results.json").read_text())
     assert summary["mode"] == want.mode and "capability" in summary["machine"]
+
+
+@pytest.mark.parametrize(("src", "tgt"), [("en", "fr"), ("de", "en")])
+def test_another_pair_of_the_corpus_trains_and_scores_its_own_side(
+    tmp_path: Path, tiny_overrides: list[str], src: str, tgt: str
+) -> None:
+    overrides = [*tiny_overrides, f"data.src_lang={src}", f"data.tgt_lang={tgt}",
+                 "train.max_steps=3", "data.valid_subset=10", "train.evaluate_test=true"]  # fmt: skip
+    result = train(load_config("tiny", overrides), tmp_path / "run", progress=False)
+    assert result.test is not None and result.test["split"] == "test2016"
+    meta = load_model(tmp_path / "run" / "model").config.data
+    assert (meta.src_lang, meta.tgt_lang) == (src, tgt)
+    hyp = (tmp_path / "run" / "test2016.hyp").read_text(encoding="utf-8").splitlines()
+    assert len(hyp) == 1000

@@ -20,7 +20,7 @@ import os
 import tempfile
 import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +76,9 @@ class DatasetSpec:
             )
 
 
+MULTI30K_LANGS = ("en", "de", "fr", "cs")  # task 1: English descriptions and three translations
+
+
 def _multi30k() -> DatasetSpec:
     upstream = {"train": "train", "valid": "val", "test2016": "test_2016_flickr"}
     sha = {
@@ -85,15 +88,21 @@ def _multi30k() -> DatasetSpec:
         "valid.de": "660e09eb7e1da2f856ea13ee5ad3cf6d36b3d5b0b733c857e94c5747a3dfc660",
         "test2016.en": "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182",
         "test2016.de": "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16",
+        "train.fr": "5925a3c18f1587b6b54b87743106e6e8ab93618edb6f65d19eac0621f853a10d",
+        "valid.fr": "5304e444d842e962b2dda4d816b70b22a1765b15401642b7ca37a67477e708dc",
+        "test2016.fr": "cb3160d69b002bb638e66cc7612fcd56cb0af82eadc9c142dedc438afb885ef6",
+        "train.cs": "2be68b38c8d586ff4f54eb13cc6e1baaaa053695b3f070d3038303a47f2268da",
+        "valid.cs": "d53827e469b0a1ca8d57e9e26b2b64c4bc4b33f5479c7b03ae87ae5c882c3e33",
+        "test2016.cs": "45adb85f688de8407fddcbe1b36dca15d12aab868149b337e2576f2d6d2ff8d8",
     }
     files = {
         f"{split}.{lang}": RemoteFile(
             _MULTI30K_URL.format(up, lang), sha[f"{split}.{lang}"], gzipped=True
         )
         for split, up in upstream.items()
-        for lang in ("en", "de")
+        for lang in MULTI30K_LANGS
     }
-    return DatasetSpec("multi30k", "multi30k", tuple(upstream), ("en", "de"), files)
+    return DatasetSpec("multi30k", "multi30k", tuple(upstream), MULTI30K_LANGS, files)
 
 
 def _newstest2014() -> DatasetSpec:
@@ -193,13 +202,20 @@ def default_cache_dir() -> Path:
 
 
 def resolve_data_dir(
-    name: str, data_dir: str | os.PathLike[str] | None = None, *, download: bool = True
+    name: str,
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    download: bool = True,
+    langs: Sequence[str] | None = None,
+    splits: Sequence[str] | None = None,
 ) -> Path:
     """The folder holding dataset ``name``'s ``<split>.<lang>`` files, downloading them if needed.
 
     Order: explicit ``data_dir`` (used as-is), then ``$CSAN_DATA/<folder>`` if complete, then the
     user cache folder (see :func:`default_cache_dir`), where files that are absent are downloaded
-    (only when ``download`` is true) and verified against their sha256.
+    (only when ``download`` is true) and verified against their sha256. Only the files of
+    ``langs`` (a run's source and target language) and ``splits`` are needed (default: all the
+    dataset's); in ``data_dir`` any language codes go, not only the dataset's.
 
     Raises:
         CsanError: unknown dataset; ``data_dir`` lacks files (they are listed); a download fails
@@ -213,10 +229,22 @@ def resolve_data_dir(
         csan.errors.CsanError: unknown dataset 'imagenet'; known datasets: multi30k, newstest2014
     """
     spec = get_dataset(name)
+    langs = tuple(langs or spec.langs)
+    splits = tuple(splits or spec.splits)
     if data_dir is not None:
         folder = Path(data_dir)
-        _require_files(folder, spec, f" (given as data dir for dataset {name})")
+        needed = [f"{split}.{lang}" for split in splits for lang in langs]
+        missing = [f for f in needed if not (folder / f).is_file()]
+        if missing:
+            raise CsanError(f"{folder}: missing {', '.join(missing)} (given as data dir)")
         return folder
+    unknown = [lang for lang in langs if lang not in spec.langs]
+    if unknown:
+        raise CsanError(
+            f"dataset {name} has the languages {', '.join(spec.langs)}, not {', '.join(unknown)}; "
+            "give your own files with --data-dir"
+        )
+    spec = _narrowed(spec, langs, splits)
     env = os.environ.get("CSAN_DATA")
     if env:
         folder = Path(env) / spec.folder
@@ -236,6 +264,13 @@ def resolve_data_dir(
                 _no_copy_message(spec, cache, missing, f"download of {remote.url} failed: {err}")
             ) from None
     return cache
+
+
+def _narrowed(spec: DatasetSpec, langs: tuple[str, ...], splits: tuple[str, ...]) -> DatasetSpec:
+    """The part of ``spec`` a run needs: those languages and splits."""
+    splits = tuple(s for s in spec.splits if s in splits) or spec.splits
+    files = {f"{s}.{lang}": spec.files[f"{s}.{lang}"] for s in splits for lang in langs}
+    return DatasetSpec(spec.name, spec.folder, splits, langs, files)
 
 
 def _missing(folder: Path, spec: DatasetSpec) -> list[str]:

@@ -64,7 +64,13 @@ def read_references(cfg) -> list[str]:
     """The test references the trainer scored against (``<data_dir>/<test_split>.<tgt_lang>``)."""
 
     dc = cfg.data
-    folder = resolve_data_dir(dc.dataset, dc.data_dir, download=False)
+    folder = resolve_data_dir(
+        dc.dataset,
+        dc.data_dir,
+        download=False,
+        langs=(dc.src_lang, dc.tgt_lang),
+        splits=(dc.test_split,),
+    )
     pairs = read_parallel(*split_paths(folder, dc.test_split, dc.src_lang, dc.tgt_lang))
     return [tgt for _, tgt in pairs]
 

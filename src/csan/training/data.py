@@ -80,10 +80,12 @@ def load_training_data(
     """
     dc, tc = cfg.data, cfg.train
     dist = dist or DistInfo()
-    folder = resolve_data_dir(dc.dataset, dc.data_dir)
     splits = [dc.train_split, dc.valid_split]
     if tc.evaluate_test and dc.test_split:
         splits.append(dc.test_split)
+    folder = resolve_data_dir(
+        dc.dataset, dc.data_dir, langs=(dc.src_lang, dc.tgt_lang), splits=splits
+    )
     spm = SubwordModel.from_bytes(spm_bytes) if spm_bytes is not None else None
 
     train_files = " and ".join(
