@@ -40,6 +40,7 @@ __all__ = [
     "check_model_config",
     "check_train_config",
     "config_from_dict",
+    "flat_keys",
     "load_config",
     "presets",
     "resume_difference",
@@ -508,12 +509,18 @@ RESUMABLE_KEYS = frozenset(
 )  # fmt: skip
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+def flat_keys(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as dotted keys.
+
+    Example:
+        >>> flat_keys({"train": {"lr": 0.001, "adam_betas": [0.9, 0.98]}, "model": {}})
+        {'train.lr': 0.001, 'train.adam_betas': [0.9, 0.98], 'model': {}}
+    """
     if not isinstance(data, dict) or (prefix and not data):
         return {prefix[:-1]: data}
     out: dict[str, Any] = {}
     for key, value in data.items():
-        out.update(_flat(value, f"{prefix}{key}."))
+        out.update(flat_keys(value, f"{prefix}{key}."))
     return out
 
 
@@ -528,7 +535,7 @@ def resume_difference(saved: Config, cfg: Config) -> str | None:
         >>> resume_difference(base, load_config("tiny", ["data.src_lang=de", "data.tgt_lang=en"]))
         "data.src_lang: 'en' -> 'de'"
     """
-    old, new = _flat(saved.to_dict()), _flat(cfg.to_dict())
+    old, new = flat_keys(saved.to_dict()), flat_keys(cfg.to_dict())
     for key in sorted(set(old) | set(new)):
         if key in RESUMABLE_KEYS or key.startswith("decode."):
             continue

@@ -84,33 +84,14 @@ def decode_lines(data: bytes, name: str, *, max_chars: int = MAX_LINE_CHARS) -> 
         Traceback (most recent call last):
         csan.errors.CsanError: bad.txt:2: invalid UTF-8 at byte offset 5 (byte 0xff): invalid start byte
     """
-    skip = len(_BOM) if data.startswith(_BOM) else 0
-    nul = data.find(b"\x00", skip)
-    if nul >= 0:
-        line_no = data.count(b"\n", 0, nul) + 1
-        raise CsanError(
-            f"{name}:{line_no}: NUL byte at byte offset {nul}: binary content "
-            "(or UTF-16), expected UTF-8 text"
-        )
-    try:
-        text = data[skip:].decode("utf-8")
-    except UnicodeDecodeError as err:
-        offset = skip + err.start
-        line_no = data.count(b"\n", 0, offset) + 1
-        raise CsanError(
-            f"{name}:{line_no}: invalid UTF-8 at byte offset {offset} "
-            f"(byte 0x{data[offset]:02x}): {err.reason}"
-        ) from None
-    lines = text.split("\n")
-    if lines[-1] == "":
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
-    for line_no, line in enumerate(lines, start=1):
-        if len(line) > max_chars:
-            raise CsanError(
-                f"{name}:{line_no}: line of {len(line)} characters, longer than the limit of "
-                f"{max_chars}; is this a text file with one sentence per line?"
-            )
-    return [line.removesuffix("\r") for line in lines]
+    out, offset = [], 0
+    for line_no, raw in enumerate(lines, start=1):
+        out.append(_decode_one(raw, name, line_no, offset, max_chars))
+        offset += len(raw) + 1
+    return out
 
 
 def read_text_lines(

@@ -8,7 +8,6 @@ translation's are here (random Unicode lines in, as many lines out; empty in, em
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
@@ -17,40 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import assert_one_line_error, run, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 from csan import checkpoint as ckpt
-from csan.cli import main
 from csan.data import SubwordModel, normalize
 from csan.decoding import load_model
 from csan.decoding.translate import translate_lines
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, *needles: str) -> str:
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1 and lines[0].startswith("csan: error: "), err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` (hidden ones too) and the SHA-256 of its bytes."""
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 def train_args(tiny_overrides: list[str], out: Path, *extra: str) -> list[str]:

@@ -13,32 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import assert_one_line_error, run
 from safetensors.torch import load_file
 
-from csan.cli import main
 from csan.decoding import load_model
 
 SUBCOMMANDS = ["train", "translate", "evaluate", "info", "average", "attention", "bench"]
 INPUT = ["A dog runs on the grass .", "", "Two men are talking .", "   ", "", "A girl ."]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``csan ARGV`` in-process: (exit status, stdout, stderr)."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as e:  # argparse: --help, usage errors
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2
-    assert "Traceback" not in err
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1 and lines[0].startswith("csan: error: "), err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

@@ -12,31 +12,9 @@ import stat
 import threading
 from pathlib import Path
 
-import pytest
+from cli_helpers import assert_one_line_error, run, snapshot
 
-from csan.cli import main
 from csan.decoding import load_model
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1 and lines[0].startswith("csan: error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
 
 
 # -- 1-3: csan average --out ------------------------------------------------------------------------
@@ -45,15 +23,15 @@ def test_average_refuses_a_user_folder_and_leaves_it_alone(capsys, tmp_path, tin
     notes.mkdir()
     (notes / "todo.txt").write_text("my notes\n")
     code, _, err = run(capsys, "average", "--run", tiny_run, "--last", "2", "--out", notes)
-    one_line_error(code, err, str(notes), "not a csan model folder", "todo.txt", "--force")
-    assert snapshot(notes) == {"todo.txt": b"my notes\n"}
+    assert_one_line_error(code, err, str(notes), "not a csan model folder", "todo.txt", "--force")
+    assert (notes / "todo.txt").read_text() == "my notes\n" and len(snapshot(notes)) == 1
 
 
 def test_average_refuses_to_write_over_its_own_run(capsys, tiny_run) -> None:
     before = sorted(p.name for p in (tiny_run / "checkpoints").iterdir())
     for out in (tiny_run, tiny_run / "checkpoints", tiny_run.parent):
         code, _, err = run(capsys, "average", "--run", tiny_run, "--last", "2", "--out", out)
-        one_line_error(code, err, "would overwrite the run")
+        assert_one_line_error(code, err, "would overwrite the run")
     assert sorted(p.name for p in (tiny_run / "checkpoints").iterdir()) == before
 
 
@@ -61,7 +39,7 @@ def test_average_refuses_a_file_even_with_force(capsys, tmp_path, tiny_run) -> N
     target = tmp_path / "model.txt"
     target.write_text("keep me\n")
     code, _, err = run(capsys, "average", "--run", tiny_run, "--out", target, "--force")
-    one_line_error(code, err, "is a file, expected a model folder")
+    assert_one_line_error(code, err, "is a file, expected a model folder")
     assert target.read_text() == "keep me\n"
 
 
@@ -86,7 +64,7 @@ def test_train_refuses_a_folder_that_only_looks_like_a_run(
     before = snapshot(fake)
     sets = [a for item in tiny_overrides for a in ("--set", item)]
     code, _, err = run(capsys, "train", "--config", "tiny", *sets, "--out", fake)
-    one_line_error(code, err, str(fake), "not a csan run folder", "model/weights.bin")
+    assert_one_line_error(code, err, str(fake), "not a csan run folder", "model/weights.bin")
     assert snapshot(fake) == before
 
 
@@ -95,7 +73,7 @@ def test_train_refuses_a_file_before_reading_data(capsys, tmp_path) -> None:
     target.write_text("not a folder\n")
     absent = tmp_path / "no-data"  # the data is never looked at
     code, _, err = run(capsys, "train", "--config", "tiny", "--data-dir", absent, "--out", target)
-    one_line_error(code, err, "is a file, expected a run folder")
+    assert_one_line_error(code, err, "is a file, expected a run folder")
     assert target.read_text() == "not a folder\n"
 
 

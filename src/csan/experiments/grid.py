@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from csan.config import Config, config_from_dict, dump_config, load_config
+from csan.config import Config, config_from_dict, dump_config, flat_keys, load_config
 from csan.errors import CsanError
 from csan.experiments.variants import Variant
 
@@ -120,15 +120,6 @@ IGNORED_KEYS = frozenset(
 )
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix[:-1]: data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_flat(value, f"{prefix}{key}."))
-    return out
-
-
 def config_difference(run_dir: Path, cfg: Config) -> str | None:
     """The first key where ``run_dir/config.yaml`` differs from ``cfg`` (as ``key: old != new``).
 
@@ -152,8 +143,8 @@ def config_difference(run_dir: Path, cfg: Config) -> str | None:
     # does not know stays as written, so that the difference shows
     with contextlib.suppress(CsanError):
         saved = yaml.safe_load(dump_config(config_from_dict(saved)))
-    old = _flat(saved)
-    new = _flat(yaml.safe_load(dump_config(cfg)))
+    old = flat_keys(saved)
+    new = flat_keys(yaml.safe_load(dump_config(cfg)))
     for key in sorted(set(old) | set(new)):
         if key not in IGNORED_KEYS and old.get(key) != new.get(key):
             return f"{key}: {old.get(key)!r} != {new.get(key)!r}"
