@@ -391,3 +391,31 @@ def test_another_pair_of_the_corpus_trains_and_scores_its_own_side(
     assert (meta.src_lang, meta.tgt_lang) == (src, tgt)
     hyp = (tmp_path / "run" / "test2016.hyp").read_text(encoding="utf-8").splitlines()
     assert len(hyp) == 1000
+
+
+def test_files_by_prefix_and_several_test_sets(
+    tmp_path: Path, tiny_overrides: list[str], multi30k_dir: Path
+) -> None:
+    """fairseq-style prefixes (<prefix>.<lang>) anywhere, and every test set scored at the end."""
+    shared = multi30k_dir
+    own = tmp_path / "own"
+    own.mkdir()
+    for name, split in (("corpus-train", "train"), ("dev", "valid"), ("flickr16", "test2016"),
+                        ("flickr16-again", "test2016")):  # fmt: skip
+        for lang in ("en", "fr"):
+            (own / f"{name}.{lang}").symlink_to(shared / f"{split}.{lang}")
+    overrides = [
+        *[o for o in tiny_overrides if not o.startswith("data.data_dir=")],
+        "data.dataset=multi30k", "data.data_dir=/nonexistent", "data.tgt_lang=fr",
+        f"data.train_prefix={own}/corpus-train", f"data.valid_prefix={own}/dev",
+        f"data.test_prefix={own}/flickr16,{own}/flickr16-again",
+        "train.max_steps=3", "data.valid_subset=10", "train.evaluate_test=true",
+    ]  # fmt: skip
+    result = train(load_config("tiny", overrides), tmp_path / "run", progress=False)
+    assert list(result.tests) == ["flickr16", "flickr16-again"]
+    assert result.tests["flickr16"]["bleu"] == result.tests["flickr16-again"]["bleu"]
+    for name in result.tests:
+        assert len((tmp_path / "run" / f"{name}.hyp").read_text().splitlines()) == 1000
+    with pytest.raises(CsanError, match=r"nope\.en: no such file \(from the prefix"):
+        train(load_config("tiny", [*overrides, f"data.valid_prefix={own}/nope"]),
+              tmp_path / "run2", progress=False)  # fmt: skip

@@ -62,10 +62,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = _load_cfg(args)
     result = train(cfg, args.out, progress=not args.no_progress, force=args.force)
-    if result.test:
-        print(
-            f"{result.test['split']} BLEU = {result.test['bleu']:.2f} ({result.test['signature']})"
-        )
+    for name, test in result.tests.items():
+        print(f"{name} BLEU = {test['bleu']:.2f} ({test['signature']})")
     if result.interrupted_by:  # checkpoint saved; the shell convention for "killed by a signal"
         import signal
 

@@ -60,6 +60,11 @@ class DataConfig:
     train_subset: int | None = None  # use only the first N training pairs (None: all)
     valid_subset: int | None = None  # use only the first N validation pairs (None: all)
     same_language: bool = False  # allow src_lang == tgt_lang (paraphrase, denoising); else refused
+    # files by path prefix, as fairseq's --trainpref: <prefix>.<src_lang> and <prefix>.<tgt_lang>
+    # (default: <data_dir>/<split>); test_prefix takes several, comma-separated, each scored
+    train_prefix: str | None = None
+    valid_prefix: str | None = None
+    test_prefix: str | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ import logging
 import os
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +92,7 @@ def prepare_corpus(
     vocab_size: int,
     cache_dir: str | os.PathLike[str],
     spm: SubwordModel | None = None,
+    files: Mapping[str, tuple[Path, Path]] | None = None,
 ) -> PreparedCorpus:
     """Read, (learn subwords on train,) encode and cache the splits in ``folder``.
 
@@ -100,7 +101,8 @@ def prepare_corpus(
     ``spm`` is None, a joint :class:`SubwordModel` of ``vocab_size`` pieces is learned on both
     sides of the ``train`` split, which must then be in ``splits``; otherwise ``spm`` is used and
     ``vocab_size`` is ignored. A second call with the same files loads the model and the ids from
-    ``cache_dir`` instead of training and encoding again.
+    ``cache_dir`` instead of training and encoding again. ``files`` gives a split's two files
+    explicitly (``{"train": (src_path, tgt_path), ...}``), in place of the folder's.
 
     Raises:
         CsanError: a file problem (see :func:`read_parallel`); no ``train`` split to learn from;
@@ -121,10 +123,11 @@ def prepare_corpus(
     splits = list(dict.fromkeys(splits))
     if not splits:
         raise CsanError("prepare_corpus: no splits requested")
-    texts = {s: read_parallel(*split_paths(folder, s, src_lang, tgt_lang)) for s in splits}
-    hashes = {
-        s: tuple(map(file_sha256, split_paths(folder, s, src_lang, tgt_lang))) for s in splits
+    paths = {
+        s: tuple((files or {}).get(s) or split_paths(folder, s, src_lang, tgt_lang)) for s in splits
     }
+    texts = {s: read_parallel(*paths[s]) for s in splits}
+    hashes = {s: tuple(map(file_sha256, paths[s])) for s in splits}
     hits: dict[str, bool] = {}
     if spm is None:
         if "train" not in texts:

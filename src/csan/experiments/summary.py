@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from csan.data.corpus import read_parallel
-from csan.data.datasets import resolve_data_dir, split_paths
 from csan.evaluation.analysis import paired_bootstrap
 from csan.experiments.grid import RunRecord
 from csan.textio import read_text_lines
+from csan.training.data import corpus_files
 
 log = logging.getLogger("csan")
 
@@ -61,18 +61,10 @@ def _sd(values: Sequence[float | None]) -> float | None:
 
 
 def read_references(cfg) -> list[str]:
-    """The test references the trainer scored against (``<data_dir>/<test_split>.<tgt_lang>``)."""
-
-    dc = cfg.data
-    folder = resolve_data_dir(
-        dc.dataset,
-        dc.data_dir,
-        download=False,
-        langs=(dc.src_lang, dc.tgt_lang),
-        splits=(dc.test_split,),
-    )
-    pairs = read_parallel(*split_paths(folder, dc.test_split, dc.src_lang, dc.tgt_lang))
-    return [tgt for _, tgt in pairs]
+    """The references of the (first) test set the trainer scored against."""
+    files = corpus_files(cfg.data, download=False)
+    test = next(pair for name, pair in files.items() if name.startswith("test:"))
+    return [tgt for _, tgt in read_parallel(*test)]
 
 
 def _hyps(record: RunRecord) -> list[str] | None:

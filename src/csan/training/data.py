@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from csan.config import Config
+from csan.config import Config, DataConfig
 from csan.data import (
     Batch,
     EncodedSplit,
@@ -21,7 +21,7 @@ from csan.data import (
 from csan.errors import CsanError
 from csan.training.distributed import DistInfo, barrier, same_on_all_ranks
 
-__all__ = ["TrainingData", "cache_root", "load_training_data"]
+__all__ = ["TrainingData", "cache_root", "corpus_files", "load_training_data"]
 
 log = logging.getLogger("csan")
 
@@ -47,7 +47,7 @@ class TrainingData:
     spm: SubwordModel
     train: EncodedSplit
     valid: EncodedSplit
-    test: EncodedSplit | None
+    tests: dict[str, EncodedSplit]  # name -> test set, each scored at the end (may be empty)
     sampler: TokenBatchSampler
     n_train: int  # pairs kept for training
     n_dropped: int  # pairs dropped (too long or empty)
@@ -62,6 +62,58 @@ def _subset(split: EncodedSplit, n: int | None) -> EncodedSplit:
     if n is None or n >= len(split):
         return split
     return EncodedSplit(split.src[:n], split.tgt[:n], split.src_text[:n], split.tgt_text[:n])
+
+
+def _prefixes(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def corpus_files(
+    dc: DataConfig, *, with_test: bool = True, download: bool = True
+) -> dict[str, tuple[Path, Path]]:
+    """The two files of every split a run reads: ``"train"``, ``"valid"`` and one
+    ``"test:<name>"`` per test set, from ``data.*_prefix`` paths (``<prefix>.<lang>``) where given,
+    else from the corpus folder (``<folder>/<split>.<lang>``, see ``resolve_data_dir``).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from csan.config import DataConfig
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> for name in ("tr", "dev", "t1", "t2"):
+        ...     for lang in ("en", "de"):
+        ...         _ = (d / f"{name}.{lang}").write_text("x\\n")
+        >>> files = corpus_files(DataConfig(train_prefix=f"{d}/tr", valid_prefix=f"{d}/dev",
+        ...                                 test_prefix=f"{d}/t1, {d}/t2"))
+        >>> {k: [p.name for p in v] for k, v in files.items()}
+        {'train': ['tr.en', 'tr.de'], 'valid': ['dev.en', 'dev.de'], 'test:t1': ['t1.en', 't1.de'], 'test:t2': ['t2.en', 't2.de']}
+    """
+    langs = (dc.src_lang, dc.tgt_lang)
+
+    def by_prefix(prefix: str) -> tuple[Path, Path]:
+        pair = Path(f"{prefix}.{dc.src_lang}"), Path(f"{prefix}.{dc.tgt_lang}")
+        for path in pair:
+            if not path.is_file():
+                raise CsanError(f"{path}: no such file (from the prefix {prefix!r})")
+        return pair
+
+    roles = {"train": (dc.train_prefix, dc.train_split), "valid": (dc.valid_prefix, dc.valid_split)}
+    tests = _prefixes(dc.test_prefix) if with_test else []
+    need = [split for prefix, split in roles.values() if not prefix]
+    if with_test and not tests and dc.test_split:
+        need.append(dc.test_split)
+    folder = (
+        resolve_data_dir(dc.dataset, dc.data_dir, download=download, langs=langs, splits=need)
+        if need
+        else None
+    )
+    files: dict[str, tuple[Path, Path]] = {}
+    for role, (prefix, split) in roles.items():
+        files[role] = by_prefix(prefix) if prefix else split_paths(folder, split, *langs)
+    for prefix in tests:
+        files[f"test:{Path(prefix).name}"] = by_prefix(prefix)
+    if with_test and not tests and dc.test_split:
+        files[f"test:{dc.test_split}"] = split_paths(folder, dc.test_split, *langs)
+    return files
 
 
 def load_training_data(
@@ -80,28 +132,21 @@ def load_training_data(
     """
     dc, tc = cfg.data, cfg.train
     dist = dist or DistInfo()
-    splits = [dc.train_split, dc.valid_split]
-    if tc.evaluate_test and dc.test_split:
-        splits.append(dc.test_split)
-    folder = resolve_data_dir(
-        dc.dataset, dc.data_dir, langs=(dc.src_lang, dc.tgt_lang), splits=splits
-    )
+    files = corpus_files(dc, with_test=tc.evaluate_test)
     spm = SubwordModel.from_bytes(spm_bytes) if spm_bytes is not None else None
-
-    train_files = " and ".join(
-        str(p) for p in split_paths(folder, dc.train_split, dc.src_lang, dc.tgt_lang)
-    )
+    train_files = " and ".join(str(p) for p in files["train"])
 
     def prepare():
         try:
             return prepare_corpus(
-                folder,
+                files["train"][0].parent,
                 src_lang=dc.src_lang,
                 tgt_lang=dc.tgt_lang,
-                splits=splits,
+                splits=list(files),
                 vocab_size=dc.vocab_size,
                 cache_dir=cache_root() / "prepared" / dc.dataset,
                 spm=spm,
+                files=files,
             )
         except CsanError as e:
             if str(e).startswith("cannot train a subword model"):  # say which files
@@ -120,9 +165,13 @@ def load_training_data(
             f"rank {dist.rank}: the subword model differs between processes; is CSAN_CACHE "
             f"({cache_root()}) a folder every process sees?"
         )
-    train = _subset(corpus.splits[dc.train_split], dc.train_subset)
-    valid = _subset(corpus.splits[dc.valid_split], dc.valid_subset)
-    test = corpus.splits.get(dc.test_split) if tc.evaluate_test else None
+    train = _subset(corpus.splits["train"], dc.train_subset)
+    valid = _subset(corpus.splits["valid"], dc.valid_subset)
+    tests = {
+        name.removeprefix("test:"): split
+        for name, split in corpus.splits.items()
+        if name.startswith("test:")
+    }
     max_len = min(dc.max_len, cfg.model.max_positions)
     # empty sides cannot be learned from; they are dropped like over-long pairs
     keep = [i for i in range(len(train)) if train.src[i] and train.tgt[i]]
@@ -155,7 +204,7 @@ def load_training_data(
         spm=corpus.spm,
         train=kept,
         valid=valid,
-        test=test,
+        tests=tests,
         sampler=sampler,
         pad_to_multiple=pad_to_multiple,
         n_train=len(keep) - sampler.num_dropped,

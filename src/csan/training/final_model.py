@@ -48,10 +48,17 @@ def write_final_model(
 
 
 def evaluate_test(
-    model_dir: Path, test: EncodedSplit, cfg: Config, run_dir: Path, *, device: torch.device
+    model_dir: Path,
+    test: EncodedSplit,
+    cfg: Config,
+    run_dir: Path,
+    *,
+    device: torch.device,
+    name: str | None = None,
 ) -> dict[str, Any]:
     """Translate ``test`` with the model in ``model_dir`` (beam search), score it with sacreBLEU,
-    and write ``<split>.hyp`` and ``<split>.json`` into ``run_dir``; return the record."""
+    and write ``<name>.hyp`` and ``<name>.json`` into ``run_dir`` (``name``: default
+    ``data.test_split``); return the record."""
     translator = Translator.from_dir(model_dir, device=device)
     dc = cfg.decode
     t0 = time.monotonic()
@@ -60,7 +67,7 @@ def evaluate_test(
     )
     seconds = time.monotonic() - t0
     s = score(hyps, test.tgt_text)
-    name = cfg.data.test_split
+    name = name or cfg.data.test_split
     (run_dir / f"{name}.hyp").write_text("\n".join(hyps) + "\n", encoding="utf-8")
     result = {
         "split": name,

@@ -28,7 +28,7 @@ import random
 import signal
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +93,12 @@ class TrainResult:
     tokens_per_s: float
     steps_per_s: float
     best_valid: dict[str, float] | None
-    test: dict[str, Any] | None
+    test: dict[str, Any] | None  # the first test set's score (tests: all of them)
     model_dir: Path
     stop_reason: str  # "max_steps=200", "max_minutes=60", "max_epochs=5" or "signal SIGTERM"
     interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
     mode: str = ""  # what the run computed with: "bf16 + compile", "float32 eager", ...
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # every test set: name -> score
 
 
 def seed_everything(seed: int) -> None:
@@ -610,6 +611,7 @@ class Trainer:
         wall = self.wall_seconds
         minutes = self.train_seconds / 60
         result_test = None
+        result_tests: dict[str, dict[str, Any]] = {}
         model_dir = self.out / "model"
         if self.is_main:
             how = write_final_model(
@@ -619,13 +621,17 @@ class Trainer:
                 cooldown_step=self.budget.cooldown_step,
             )
             self.say(f"final model: {model_dir} ({how})")
-            test = self.data.test
-            if self.cfg.train.evaluate_test and not self.interrupted_by and test is not None:
-                result_test = evaluate_test(model_dir, test, self.cfg, self.out, device=self.device)
-                self.say(
-                    f"{result_test['split']} BLEU = {result_test['bleu']:.2f}  "
-                    f"chrF = {result_test['chrf']:.2f}  ({result_test['signature']})"
-                )
+            if self.cfg.train.evaluate_test and not self.interrupted_by:
+                for name, test in self.data.tests.items():
+                    record = evaluate_test(
+                        model_dir, test, self.cfg, self.out, device=self.device, name=name
+                    )
+                    result_tests[name] = record
+                    self.say(
+                        f"{name} BLEU = {record['bleu']:.2f}  chrF = {record['chrf']:.2f}  "
+                        f"({record['signature']})"
+                    )
+                result_test = next(iter(result_tests.values()), None)
         tok_s = self.tokens_seen / max(self.train_seconds, 1e-9)
         steps_s = self.step / max(self.train_seconds, 1e-9)
         result = TrainResult(
@@ -637,6 +643,7 @@ class Trainer:
             steps_per_s=steps_s,
             best_valid=self.best,
             test=result_test,
+            tests=result_tests,
             model_dir=model_dir,
             stop_reason=stop_reason,
             interrupted_by=self.interrupted_by,
