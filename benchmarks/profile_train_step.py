@@ -4,7 +4,7 @@
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 python benchmarks/profile_train_step.py ...
 
 It builds the real ``csan.training.trainer.Trainer`` of a preset (default ``multi30k-small``, with
-``--set`` overrides) and calls its ``_train_step`` on the first batches of epoch 1: the same autocast,
+``--set`` overrides) and calls its ``train_step`` on the first batches of epoch 1: the same autocast,
 compilation, loss and optimizer as ``csan train``. ``--warmup`` steps run first (compilation), then
 ``--steps`` are timed (median) and ``--profile-steps`` more run under ``torch.profiler``. The table
 (top ops by self CPU time) and the machine go to ``<out>/profile-<label>-<date>.{md,json}``.
@@ -59,20 +59,22 @@ def main() -> None:
     cfg = load_config(args.config, [*args.overrides, "train.evaluate_test=false"])
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp) / "run", progress=False)
+        # ``train_step`` since the trainer's split; ``_train_step`` in the trees it compares against
+        step = getattr(trainer, "train_step", None) or trainer._train_step
         batches = trainer.data.sampler.batches(1)
         need = args.warmup + args.steps + args.profile_steps
         groups = [[trainer.data.batch(idx)] for idx in batches[:need]]
         for group in groups[: args.warmup]:
-            trainer._train_step(group)
+            step(group)
         times, tokens = [], 0
         for group in groups[args.warmup : args.warmup + args.steps]:
             t0 = time.perf_counter()
-            trainer._train_step(group)
+            step(group)
             times.append(time.perf_counter() - t0)
             tokens += group[0].tgt_tokens
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for group in groups[args.warmup + args.steps :]:
-                trainer._train_step(group)
+                step(group)
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows)
     median_ms = 1e3 * statistics.median(times)
     tok_s = tokens / sum(times)

@@ -159,7 +159,8 @@ def test_freed_memory_is_kept_unless_the_user_chose_otherwise() -> None:
 def test_training_batches_are_exact_on_cpu(tiny_overrides: list[str], tmp_path) -> None:
     from csan.training.trainer import Trainer
 
-    trainer = Trainer(load_config("tiny", [*tiny_overrides, "data.train_subset=64"]), tmp_path)
+    with Trainer(load_config("tiny", [*tiny_overrides, "data.train_subset=64"]), tmp_path) as t:
+        trainer = t  # the lock is released at once: only the batches are looked at
     assert trainer.data.pad_to_multiple == 1
     for indices in trainer.data.sampler.batches(1):
         batch = trainer.data.batch(indices)

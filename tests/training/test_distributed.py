@@ -102,7 +102,7 @@ VOTER = textwrap.dedent(
     import torch
     from csan.config import load_config
     from csan.training.distributed import init_distributed, shutdown
-    from csan.training.trainer import Trainer
+    from csan.training.safety import agree_to_stop
 
     rank = int(os.environ["RANK"])
     info = init_distributed(torch.device("cpu"))
@@ -110,10 +110,9 @@ VOTER = textwrap.dedent(
     answers = []
     for case in json.loads(sys.argv[1]):
         limit, sig = case[str(rank)]
-        me = types.SimpleNamespace(
-            cfg=cfg, dist=info, interrupted_by=None, limits_reached=lambda: limit
-        )
-        answers.append(Trainer.stop_vote(me, types.SimpleNamespace(signal=sig)))
+        stop = types.SimpleNamespace(signal=sig)
+        reason, _ = agree_to_stop(limit, stop, info, max_minutes=cfg.train.max_minutes)
+        answers.append(reason)
     shutdown(info)
     print(json.dumps(answers))
     """

@@ -48,7 +48,37 @@ def test_limits_may_change_and_optimizer_settings_are_applied(
         [*tiny_overrides, "train.max_steps=6", "train.adam_eps=1e-6", "train.weight_decay=0.01",
          "train.adam_betas=[0.8, 0.99]", "decode.beam=2"],
     )  # fmt: skip
-    trainer = Trainer(cfg, short_run, progress=False)
-    assert trainer.step == 3  # resumed
-    group = trainer.optimizer.param_groups[0]
+    with Trainer(cfg, short_run, progress=False) as trainer:
+        assert trainer.step == 3  # resumed
+        group = trainer.optimizer.param_groups[0]
     assert (group["eps"], group["weight_decay"], tuple(group["betas"])) == (1e-6, 0.01, (0.8, 0.99))
+
+
+def test_the_lock_comes_before_anything_in_the_run_is_read(
+    tmp_path: Path, short_run: Path, tiny_overrides: list[str]
+) -> None:
+    """A run folder held by another trainer is refused before its checkpoint is read: with the
+    checkpoint's config damaged, the error is still the lock's, not the damaged file's."""
+    import shutil
+
+    from csan.training.safety import RunLock
+
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run)
+    for meta in (run / "checkpoints").glob("step_*/config.json"):
+        meta.write_text("{ damaged", encoding="utf-8")
+    cfg = load_config("tiny", [*tiny_overrides, "train.max_steps=6"])
+    with RunLock(run), pytest.raises(CsanError, match="another `csan train`"):
+        Trainer(cfg, run, progress=False)
+    with pytest.raises(CsanError, match=r"config\.json"):  # unlocked: now the damage is read
+        Trainer(cfg, run, progress=False)
+
+
+def test_refused_data_leaves_no_run_folder(tmp_path: Path, tiny_overrides: list[str]) -> None:
+    """The folder is created for the lock, and removed again when the data is refused."""
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "new" / "run"
+    cfg = load_config("tiny", [*tiny_overrides, f"data.data_dir={tmp_path / 'empty'}"])
+    with pytest.raises(CsanError, match="train"):
+        Trainer(cfg, out, progress=False)
+    assert not (tmp_path / "new").exists()  # nor the parent it created

@@ -103,12 +103,14 @@ def run_variant_bench(
     with (
         compiled_side_by_side(len(rows)),
         tempfile.TemporaryDirectory(prefix="csan-bench-variants-") as tmp,
+        contextlib.ExitStack() as open_trainers,
     ):
         for row in rows:
             if any(o.startswith("data.") for o in row.overrides):
                 raise CsanError(f"variant {row.name!r} changes the data; rows must share batches")
             cfg = load_config(config, [*overrides, *row.overrides, "train.evaluate_test=false"])
-            trainers[row.name] = Trainer(cfg, Path(tmp) / row.name, progress=False)
+            trainer = Trainer(cfg, Path(tmp) / row.name, progress=False)
+            trainers[row.name] = open_trainers.enter_context(trainer)
         first = trainers[rows[0].name]
         order = first.data.sampler.batches(1)
         per_update = first.cfg.train.update_freq
@@ -125,7 +127,7 @@ def run_variant_bench(
             # rotate the order every update: the first system of a round pays for a cold cache
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 t0 = time.perf_counter()
-                trainers[name]._train_step(group)
+                trainers[name].train_step(group)
                 if i >= warmup:
                     times[name].append(time.perf_counter() - t0)
     params = {name: count_parameters(t.model)["total"] for name, t in trainers.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from csan.decoding.translator import Translator
 from csan.errors import CsanError
 from csan.evaluation.bleu import score
 
-__all__ = ["evaluate_test", "write_final_model"]
+__all__ = ["evaluate_test", "score_tests", "write_final_model"]
 
 
 def write_final_model(
@@ -81,3 +82,24 @@ def evaluate_test(
     }
     (run_dir / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def score_tests(
+    model_dir: Path,
+    tests: Mapping[str, EncodedSplit],
+    cfg: Config,
+    run_dir: Path,
+    *,
+    device: torch.device,
+    say: Callable[[str], None] = print,
+) -> dict[str, dict[str, Any]]:
+    """Score every test set with :func:`evaluate_test`, saying each score; return name -> record."""
+    records: dict[str, dict[str, Any]] = {}
+    for name, test in tests.items():
+        record = evaluate_test(model_dir, test, cfg, run_dir, device=device, name=name)
+        records[name] = record
+        say(
+            f"{name} BLEU = {record['bleu']:.2f}  chrF = {record['chrf']:.2f}  "
+            f"({record['signature']})"
+        )
+    return records

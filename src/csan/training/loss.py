@@ -111,7 +111,10 @@ class TranslationLoss(nn.Module):
             logits = model.project(model.decode_hidden(tgt_in, enc)[mask])
         else:
             logits = model.decode(tgt_in, enc)[mask]
-        loss, nll = label_smoothed_nll(logits, target, epsilon=self.epsilon)
+        # ``target`` holds no padding, so the smoothed NLL is called without the keep-mask check
+        # (whose ``bool()`` would break a compiled graph and print dynamo's warning to the user).
+        loss, nll = _SmoothedNLL.apply(logits, target, self.epsilon)
+        loss, nll = loss.sum(), nll.sum()
         correct = torch.zeros((), dtype=torch.long)
         if self.count_correct:
             with torch.no_grad():

@@ -16,12 +16,25 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
 
 from csan import checkpoint as ckpt
+from csan.checkpoint import trainer_state
+from csan.config import Config
+from csan.training.safety import trim_metrics
 
-__all__ = ["RunCheckpoints"]
+__all__ = ["RUN_LEFTOVERS", "RunCheckpoints", "tidy_after_crash"]
+
+log = logging.getLogger("csan")
+
+# what the run writes aside (``<name>.tmp-<pid>``) and renames into place in its folder
+RUN_LEFTOVERS = ("model", ".config.yaml", ".results.json")
 
 
 class RunCheckpoints:
@@ -76,3 +89,48 @@ class RunCheckpoints:
         for name in names:
             if name not in keep:
                 ckpt.remove_folder(self.root / name)
+
+    def save_state(
+        self,
+        step: int,
+        *,
+        model: nn.Module,
+        cfg: Config,
+        spm_bytes: bytes,
+        optimizer: torch.optim.Optimizer,
+        counters: dict[str, Any],
+        is_best: bool = False,
+        protect_from: int | None = None,
+    ) -> None:
+        """Checkpoint a training run: the model folder (weights, config, subword model) and the
+        trainer state (optimizer, random generators, ``counters``)."""
+        tensors, meta = trainer_state.capture(optimizer, counters)
+
+        def fill(tmp: Path) -> None:
+            ckpt.save_model_dir(tmp, model, cfg, spm_bytes, step=step)
+            ckpt.save_trainer_state(tmp, tensors, meta)
+
+        self.save(step, fill, is_best=is_best, protect_from=protect_from)
+
+    @staticmethod
+    def load_state(
+        folder: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        """Load a checkpoint's weights, optimizer and random generators; return its counters."""
+        ckpt.load_weights(model, folder / "model.safetensors")
+        return trainer_state.restore(folder, optimizer)
+
+
+def tidy_after_crash(out: Path, step: int) -> int:
+    """Remove a killed run's temporary folders and files, and its metrics lines past ``step`` (the
+    checkpoint it resumes from); return the number of metrics lines dropped."""
+    root = out / "checkpoints"
+    if root.is_dir():
+        removed = ckpt.remove_stale_temporaries(root)
+        if removed:
+            log.info("removed leftovers of an interrupted checkpoint: %s", ", ".join(removed))
+    # the final model and the run's own files, written aside and renamed: their leftovers only
+    removed = ckpt.remove_stale_temporaries(out, names=RUN_LEFTOVERS)
+    if removed:
+        log.info("removed leftovers of an interrupted write: %s", ", ".join(removed))
+    return trim_metrics(out / "metrics.jsonl", step)

@@ -21,8 +21,9 @@ from typing import Any
 
 from csan import checkpoint as ckpt
 from csan.errors import CsanError
+from csan.training.distributed import DistInfo, any_rank
 
-__all__ = ["RunLock", "StopRequest", "trim_metrics"]
+__all__ = ["RunLock", "StopRequest", "agree_to_stop", "trim_metrics"]
 
 
 class StopRequest:
@@ -54,6 +55,30 @@ class StopRequest:
     def __exit__(self, *exc: Any) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+
+
+def agree_to_stop(
+    reason: str | None, stop: StopRequest, dist: DistInfo, *, max_minutes: float | None
+) -> tuple[str | None, str | None]:
+    """Why to stop now, the same on every rank: ``(reason, signal name or None)``.
+
+    ``reason`` is the limit this rank has reached, if any. A signal or a time limit one rank sees
+    stops all. Under DDP this is a collective (one small all-reduce): every rank calls it at the same
+    point. Steps and epochs advance in lockstep, so only the clock and signals need the vote.
+
+    Example:
+        >>> agree_to_stop("max_steps=5", StopRequest(), DistInfo(), max_minutes=None)
+        ('max_steps=5', None)
+    """
+    sig = float(stop.signal or 0)
+    if dist.enabled:
+        sig, over = any_rank([sig, 1.0 if reason else 0.0], dist)
+        if over and reason is None:
+            reason = f"max_minutes={max_minutes}"
+    if sig:
+        name = signal.Signals(int(sig)).name
+        return f"signal {name}", name
+    return reason, None
 
 
 class RunLock:

@@ -1,0 +1,109 @@
+"""What a run writes about itself: ``metrics.jsonl`` line by line, and ``results.json`` at the end."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from csan import checkpoint as ckpt
+
+__all__ = ["LossWindow", "MetricsLog", "TrainResult", "write_results"]
+
+
+@dataclass
+class TrainResult:
+    """What a finished run reports (also written to ``out_dir/results.json``)."""
+
+    steps: int
+    epochs: float
+    train_minutes: float  # time in training steps
+    wall_minutes: float  # the whole run: steps, validation, checkpoints (test scoring excluded)
+    tokens_per_s: float
+    steps_per_s: float
+    best_valid: dict[str, float] | None
+    test: dict[str, Any] | None  # the first test set's score (tests: all of them)
+    model_dir: Path
+    stop_reason: str  # "max_steps=200", "max_minutes=60", "max_epochs=5" or "signal SIGTERM"
+    interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
+    mode: str = ""  # what the run computed with: "bf16 + compile", "float32 eager", ...
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # every test set: name -> score
+
+    def summary(self) -> str:
+        """The run's last line: steps, epochs, minutes, tokens/s."""
+        return (
+            f"trained {self.steps} steps ({self.epochs:.2f} epochs) in {self.wall_minutes:.1f} min "
+            f"({self.train_minutes:.1f} min in training steps), {self.tokens_per_s:,.0f} "
+            "target tokens/s"
+        )
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON record a line, appended (by rank 0 only: ``enabled``).
+
+    Every line has ``time`` (Unix seconds), ``kind``, ``step`` and ``epoch``. ``kind == "train"``
+    (every ``train.log_every`` steps) adds ``loss`` and ``nll`` (bits per target token, the
+    token-weighted mean over the steps since the previous line of this epoch and process), ``lr``,
+    ``tokens_per_s`` and ``train_seconds``; ``kind == "valid"`` adds ``wall_seconds``, ``loss`` (bits
+    per token), ``accuracy`` and, with ``train.valid_bleu``, ``bleu``; ``kind == "resume"`` marks
+    where a resumed run started again (``train_seconds`` so far).
+
+    Example:
+        >>> import tempfile
+        >>> log = MetricsLog(Path(tempfile.mkdtemp()) / "metrics.jsonl")
+        >>> log.write({"kind": "valid", "step": 4, "epoch": 1.0, "loss": 3.2})
+        >>> sorted(json.loads(log.path.read_text()))
+        ['epoch', 'kind', 'loss', 'step', 'time']
+    """
+
+    def __init__(self, path: Path, *, enabled: bool = True) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        record = {"time": round(time.time(), 3), **record}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def write_results(path: Path, result: TrainResult, machine: dict[str, Any]) -> None:
+    """Write ``results.json`` (atomically): the result's fields and the machine record."""
+    record = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
+    record["machine"] = machine
+    ckpt.atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+
+
+class LossWindow:
+    """The token-weighted mean loss and the tokens/s since the last :meth:`reset` (what one
+    ``train`` line of ``metrics.jsonl`` reports).
+
+    Example:
+        >>> w = LossWindow()
+        >>> w.add({"tokens": 100.0, "loss": 4.0, "nll": 3.0})
+        >>> w.add({"tokens": 300.0, "loss": 2.0, "nll": 1.0})
+        >>> w.mean("loss"), w.mean("nll")
+        (2.5, 1.5)
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.tokens = 0.0
+        self.sums = {"loss": 0.0, "nll": 0.0}
+        self.start = time.monotonic()
+
+    def add(self, stats: dict[str, Any]) -> None:
+        self.tokens += stats["tokens"]
+        for key in self.sums:
+            self.sums[key] += stats[key] * stats["tokens"]
+
+    def mean(self, key: str) -> float:
+        return self.sums[key] / max(self.tokens, 1e-9)
+
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(time.monotonic() - self.start, 1e-9)
