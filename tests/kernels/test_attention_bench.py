@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from csan.bench import attention as bench
+from csan.bench import timing
 from csan.functional import local_attention
 
 
@@ -31,7 +32,7 @@ def test_peak_memory_sees_a_large_temporary():
         x = torch.ones(2**20)  # 4 MiB, freed at once
         del x
 
-    assert 4.0 <= bench._peak_bytes(make_temporary, torch.device("cpu")) / 2**20 < 4.5
+    assert 4.0 <= timing.peak_bytes(make_temporary, torch.device("cpu")) / 2**20 < 4.5
 
 
 def test_dense_is_skipped_when_it_would_need_too_much_memory():
@@ -61,10 +62,10 @@ def test_main_writes_json_and_markdown(tmp_path, capsys):
 def test_interleaved_timing_rotates_the_order():
     order: list[str] = []
     fns = {name: (lambda name=name: order.append(name)) for name in "abc"}
-    ms = bench._interleaved_ms(fns, repeats=3, warmup=1, device=torch.device("cpu"))
+    ms = timing.interleaved_ms(fns, repeats=3, warmup=1, device=torch.device("cpu"))
     assert sorted(ms) == ["a", "b", "c"] and all(t >= 0 for t in ms.values())
     assert order == list("abcabcbcacab")  # warm-up, then one rotation per round
-    assert bench._interleaved_ms({}, repeats=3, warmup=1, device=torch.device("cpu")) == {}
+    assert timing.interleaved_ms({}, repeats=3, warmup=1, device=torch.device("cpu")) == {}
 
 
 def _plain_script():

@@ -39,9 +39,7 @@ import datetime as dt
 import functools
 import json
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from csan.bench.attention_table import format_row, markdown_table
+from csan.bench.timing import interleaved_ms, peak_bytes
 from csan.functional import local_attention
 from csan.machine import machine_info
 
@@ -67,7 +67,6 @@ DEFAULT_LENGTHS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SENTENCE = (64, 32)  # (batch, time) of the "sentence" case
 MAX_DENSE_BYTES = 8 * 2**30
 QUADRATIC = ("sdpa", "dense")  # O(T^2) memory: skipped when too big
-REFERENCE = "sdpa"  # the backend every ratio divides by
 MIB = 2**20
 
 Kernel = Callable[..., Tensor]
@@ -153,56 +152,6 @@ def harness(
     }
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _interleaved_ms(
-    fns: dict[str, Callable[[], object]], *, repeats: int, warmup: int, device: torch.device
-) -> dict[str, float]:
-    """Median wall time (ms) of each function, timed in rounds: every round runs each function once,
-    the order rotating from round to round, so that all of them see the same machine state (a slow
-    spell of a shared machine lands on every backend, not on one)."""
-    names = list(fns)
-    if not names:
-        return {}
-    for _ in range(warmup):
-        for name in names:
-            fns[name]()
-    _sync(device)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start = time.perf_counter()
-            fns[name]()
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
-
-
-def _peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
-    """Peak live tensor bytes while ``fn`` runs, above the bytes live when it starts."""
-    if device.type == "cuda":
-        _sync(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        start = torch.cuda.memory_allocated(device)
-        fn()
-        _sync(device)
-        return torch.cuda.max_memory_allocated(device) - start
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    live = peak = 0
-    for event in events:
-        live += event.nbytes()  # negative for a free
-        peak = max(peak, live)
-    return peak
-
-
 def _measure(
     kernels: dict[str, Kernel],
     *,
@@ -237,13 +186,13 @@ def _measure(
         return run
 
     runs = {"repeats": repeats, "warmup": warmup, "device": device}
-    fwd = _interleaved_ms({name: forward(kn) for name, kn in kernels.items()}, **runs)
-    fwd_bwd = _interleaved_ms({name: train(kn) for name, kn in kernels.items()}, **runs)
+    fwd = interleaved_ms({name: forward(kn) for name, kn in kernels.items()}, **runs)
+    fwd_bwd = interleaved_ms({name: train(kn) for name, kn in kernels.items()}, **runs)
     rows: dict[str, dict[str, Any]] = {}
     for name, kernel in kernels.items():
         row: dict[str, Any] = {"forward_ms": fwd[name], "train_ms": fwd_bwd[name]}
         if memory:
-            peak = _peak_bytes(train(kernel), device)
+            peak = peak_bytes(train(kernel), device)
             results = 4 * q.numel() * q.element_size()  # output + 3 gradients
             row["peak_mib"] = peak / MIB
             row["workspace_mib"] = max(peak - results, 0) / MIB
@@ -316,7 +265,7 @@ def run_attention_bench(
                     quadratic_peak[(row["backend"], b, n)] = (t, row["peak_mib"] * MIB)
                 rows.append(row)
                 if log is not None:
-                    log(_format_row(row))
+                    log(format_row(row))
     return rows
 
 
@@ -326,50 +275,6 @@ def _dense_too_big(previous: tuple[int, float] | None, time_: int, limit: int) -
         return False
     t0, peak0 = previous
     return peak0 * (time_ / t0) ** 2 > limit
-
-
-def _format_row(row: dict[str, Any]) -> str:
-    head = f"{row['case']:8} b={row['batch']:<3} T={row['time']:<6} N={row['head_window']} {row['backend']:8}"
-    if row["status"] != "ok":
-        return f"{head} {row['status']}"
-    text = f"{head} fwd {row['forward_ms']:9.2f} ms  fwd+bwd {row['train_ms']:9.2f} ms"
-    if "peak_mib" in row:
-        text += f"  peak {row['peak_mib']:8.1f} MiB  workspace {row['workspace_mib']:8.1f} MiB"
-    return text
-
-
-def _ratio(num: float | None, den: float | None) -> str:
-    return f"{num / den:.1f}x" if num and den else "-"
-
-
-def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """A markdown table of ``rows`` with the sdpa/backend ratios of time and workspace."""
-    reference = {
-        (r["case"], r["batch"], r["time"], r["head_window"]): r
-        for r in rows
-        if r["backend"] == REFERENCE and r["status"] == "ok"
-    }
-    lines = [
-        "| case | batch x time | N | backend | forward ms | fwd+bwd ms | peak MiB | workspace MiB "
-        f"| {REFERENCE}/this fwd+bwd | {REFERENCE}/this workspace |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        cells = [r["case"], f"{r['batch']} x {r['time']}", str(r["head_window"]), r["backend"]]
-        if r["status"] != "ok":
-            lines.append("| " + " | ".join([*cells, r["status"], "", "", "", "", ""]) + " |")
-            continue
-        d = reference.get((r["case"], r["batch"], r["time"], r["head_window"]), {})
-        cells += [
-            f"{r['forward_ms']:.2f}",
-            f"{r['train_ms']:.2f}",
-            f"{r['peak_mib']:.1f}" if "peak_mib" in r else "-",
-            f"{r['workspace_mib']:.1f}" if "workspace_mib" in r else "-",
-            _ratio(d.get("train_ms"), r["train_ms"]),
-            _ratio(d.get("workspace_mib"), r.get("workspace_mib")),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def write_results(
