@@ -5,8 +5,8 @@
 - ``CSAN_CACHE`` points at one temporary folder for the whole session, so no test writes into
   ``~/.cache`` and the subword model of the real corpus is learned (and its splits encoded) once.
 - The real Multi30k corpus is found under ``$CSAN_DATA/multi30k`` (default: ``shared/data`` beside
-  the repository, as in this project's layout); tests that need it are skipped when it is absent,
-  and fail instead under ``CI=true``.
+  the repository, as in this project's layout), MNIST under ``$CSAN_DATA/mnist``; tests that need
+  them are skipped when they are absent, and fail instead under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -62,6 +62,23 @@ def multi30k_dir() -> Path:
     missing = [name for name in needed if not (folder / name).is_file()]
     if missing:
         message = f"Multi30k not found at {folder} (lacks {', '.join(missing)}; set CSAN_DATA)"
+        if os.environ.get("CI", "").lower() == "true":  # CI must test with the data, not skip
+            pytest.fail(message)
+        pytest.skip(message)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    """The real MNIST folder (the four IDX .gz files); skip when it is not here (fail under CI)."""
+    from csan.spatial.mnist import MNIST_FILES
+
+    folder = _DATA_ROOT / "mnist"
+    missing = [
+        n for n in MNIST_FILES if not ((folder / n).is_file() or (folder / f"{n}.gz").is_file())
+    ]
+    if missing:
+        message = f"MNIST not found at {folder} (lacks {', '.join(missing)}; set CSAN_DATA)"
         if os.environ.get("CI", "").lower() == "true":  # CI must test with the data, not skip
             pytest.fail(message)
         pytest.skip(message)
