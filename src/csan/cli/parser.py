@@ -17,6 +17,7 @@ from csan.cli.commands import (
     cmd_train,
     cmd_translate,
 )
+from csan.cli.stn import add_stn_command
 
 __all__ = ["build_parser"]
 
@@ -218,4 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     q.add_argument("--out", required=True, help="PNG file")
     q.set_defaults(func=cmd_plot)
+
+    add_stn_command(sub)
     return parser
