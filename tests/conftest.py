@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +121,63 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_overrides: list[str]
     )
     train(cfg, out, progress=False)
     return out
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """The live processes under ``root`` (children, their children, ...): pid -> command line."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[0] not in ("Z", "X"):  # exited, not yet reaped: not running
+            parent[int(stat.parent.name)] = int(fields[1])
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, ppid in parent.items():
+            if ppid == pid and child not in found:
+                try:
+                    cmd = (Path("/proc") / str(child) / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                found[child] = cmd.replace(b"\0", b" ").decode(errors="replace").strip()
+                frontier.append(child)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that started processes (``csan train``, ``torchrun``, ...) leaves none running: what
+    is still there when it ends, failed or not, is killed; a test that passed is then an error, since
+    it leaked them. (torch.compile's own worker pool lives for the session and is left alone.)"""
+    if not Path("/proc/self/stat").exists():  # not Linux: nothing to look at
+        yield
+        return
+    before = set(_descendants(os.getpid()))
+    yield
+    left = {
+        pid: cmd
+        for pid, cmd in _descendants(os.getpid()).items()
+        if pid not in before and "compile_worker" not in cmd
+    }
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in left:  # reap our own children, so none stays a zombie
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+    report = getattr(request.node, "rep_call", None)
+    if left and report is not None and report.passed:
+        shown = "; ".join(f"{pid}: {cmd[:120]}" for pid, cmd in left.items())
+        pytest.fail(f"the test left {len(left)} process(es) running (killed now): {shown}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Keep each phase's report on the item (``rep_call``), for the fixture above."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
+from checkpoint_states import assert_same_training_state
 from safetensors.torch import load_file
 
 from csan.config import load_config
@@ -117,12 +118,13 @@ def test_resumed_run_continues_exactly_like_an_uninterrupted_one(
     epochs = [r["epoch"] for r in b if r["kind"] == "train"]  # completed epochs, fractional
     assert min(epochs) < 1 < max(epochs)  # an epoch boundary is crossed
     assert comparable(a, n) == comparable(b, n)  # train and valid lines after the resume point
-    # the weights end equal too, and so does the final model (not the first run's model/)
-    for folder in (f"checkpoints/step_{2 * n:08d}", "model"):
-        wa = load_file(str(resumed / folder / "model.safetensors"))
-        wb = load_file(str(straight / folder / "model.safetensors"))
-        for name in wb:
-            torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=1e-6, msg=name)
+    # bit for bit: weights, Adam's moments, the RNG states (dropout is on), counters; and the
+    # final model too (not the first run's model/)
+    last = f"checkpoints/step_{2 * n:08d}"
+    assert_same_training_state(resumed / last, straight / last)
+    wa = load_file(str(resumed / "model" / "model.safetensors"))
+    wb = load_file(str(straight / "model" / "model.safetensors"))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wb)
     assert second.best_valid == whole.best_valid
 
 
@@ -179,7 +181,9 @@ def test_metrics_checkpoints_pruning_and_final_model(
     assert last == f"step_{steps:08d}"
     assert len(kept) <= keep_last + 1
     assert kept[-keep_last:] == [f"step_{s:08d}" for s in (25, 30)]
-    assert best in kept and best in {f"step_{s:08d}" for s in (10, 20, 30)}
+    best_line = max(valid_lines, key=lambda r: r["bleu"])  # the first of equal bests
+    assert best == f"step_{best_line['step']:08d}" and best in kept
+    assert result.best_valid == {k: best_line[k] for k in result.best_valid}
     assert not [p for p in (tmp_path / "checkpoints").iterdir() if ".tmp" in p.name]
     for name in kept:
         assert {p.name for p in (tmp_path / "checkpoints" / name).iterdir()} == {
@@ -328,12 +332,37 @@ def test_budget_schedule_over_minutes_is_complete(
     )
     result = train(cfg, tmp_path, progress=False)
     assert result.stop_reason == "max_minutes=0.25"
+    assert 0.25 <= result.wall_minutes < 0.35  # stopped at the first step boundary past 15 s
     lrs = _train_lrs(tmp_path)
     assert len(lrs) >= 12, "too few steps in 15 s to see the schedule"
     assert max(lrs) > 0.85 * cfg.train.lr
     assert lrs[-1] < 0.15 * cfg.train.lr
     meta = json.loads((tmp_path / "model" / "config.json").read_text())
     assert meta["made_from"].startswith("average of")
+
+
+def test_max_epochs_stops_at_the_end_of_that_epoch(
+    tmp_path: Path, tiny_overrides: list[str]
+) -> None:
+    cfg = load_config(
+        "tiny",
+        [
+            *tiny_overrides,
+            "data.train_subset=300",
+            "data.valid_subset=20",
+            "train.max_tokens=512",
+            "train.max_steps=null",
+            "train.max_epochs=2",
+            "train.validate_every=null",
+            "train.log_every=1",
+        ],
+    )
+    result = train(cfg, tmp_path, progress=False)
+    records = metrics(tmp_path)
+    per_epoch = sum(1 for r in records if r["kind"] == "train" and r["epoch"] <= 1)
+    assert result.stop_reason == "max_epochs=2" and result.epochs == 2.0
+    assert per_epoch > 1 and result.steps == 2 * per_epoch
+    assert [r["epoch"] for r in records if r["kind"] == "valid"] == [1.0, 2.0]
 
 
 def test_budget_schedule_needs_a_budget(tmp_path: Path) -> None:
