@@ -28,6 +28,7 @@ from csan.training.schedule import budget_schedule, make_schedule
 
 __all__ = [
     "apply_optimizer_settings",
+    "budget_steps",
     "check_before_work",
     "learning_rate",
     "make_optimizer",
@@ -90,6 +91,22 @@ def learning_rate(cfg: Config, budget_used: Callable[[int], float]) -> Callable[
         return make_schedule(tc.schedule, lr=tc.lr, warmup=tc.warmup, d_model=cfg.model.d_model)
     except ValueError as e:
         raise CsanError(str(e)) from None
+
+
+def budget_steps(tc: TrainConfig, *, batches_per_epoch: int) -> int | None:
+    """The step budget: ``train.max_steps``, or ``max_epochs`` epochs, whichever is smaller.
+
+    Example:
+        >>> from csan.config import load_config
+        >>> tc = load_config("tiny", ["train.max_steps=500", "train.max_epochs=2"]).train
+        >>> budget_steps(tc, batches_per_epoch=100)  # 2 epochs of 100 updates
+        200
+    """
+    limits = [tc.max_steps] if tc.max_steps is not None else []
+    if tc.max_epochs is not None:
+        per_epoch = -(-batches_per_epoch // tc.update_freq)
+        limits.append(tc.max_epochs * per_epoch)
+    return min(limits) if limits else None
 
 
 def make_optimizer(model: nn.Module, tc: TrainConfig, device: torch.device) -> torch.optim.Adam:

@@ -41,6 +41,13 @@ class Progress:
         """Wall time of the run so far (validation and checkpoints included), over resumes."""
         return self.wall_before + time.monotonic() - self.wall_start
 
+    def eta(self, max_minutes: float | None) -> str:
+        """Time left of a ``max_minutes`` budget, as ``"12m05s"`` (``"-"`` without one)."""
+        if max_minutes is None:
+            return "-"
+        left = max(max_minutes * 60 - self.wall_seconds, 0)
+        return f"{int(left // 60)}m{int(left % 60):02d}s"
+
     def epochs_done(self, batches_per_epoch: int) -> float:
         """Completed epochs as a fraction (3.5 = half-way through the fourth)."""
         return self.epoch - 1 + self.batch_in_epoch / max(batches_per_epoch, 1)

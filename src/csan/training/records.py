@@ -8,9 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from csan import checkpoint as ckpt
+import torch
+from torch import nn
 
-__all__ = ["LossWindow", "MetricsLog", "TrainResult", "write_results"]
+from csan import checkpoint as ckpt
+from csan.config import Config
+from csan.machine import RuntimeChoice, describe_machine
+from csan.training.data import TrainingData
+from csan.training.distributed import DistInfo
+from csan.training.progress import Progress
+
+__all__ = ["LossWindow", "MetricsLog", "TrainResult", "run_header", "write_results"]
 
 
 @dataclass
@@ -30,6 +38,37 @@ class TrainResult:
     interrupted_by: str | None  # "SIGINT" or "SIGTERM" when a signal stopped the run
     mode: str = ""  # what the run computed with: "bf16 + compile", "float32 eager", ...
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # every test set: name -> score
+
+    @classmethod
+    def of(
+        cls,
+        progress: Progress,
+        *,
+        wall_seconds: float,
+        epochs: float,
+        tests: dict[str, dict[str, Any]],
+        model_dir: Path,
+        stop_reason: str,
+        interrupted_by: str | None,
+        mode: str,
+    ) -> TrainResult:
+        """The result of a run that stands at ``progress``."""
+        seconds = max(progress.train_seconds, 1e-9)
+        return cls(
+            steps=progress.step,
+            epochs=epochs,
+            train_minutes=progress.train_seconds / 60,
+            wall_minutes=wall_seconds / 60,
+            tokens_per_s=progress.tokens_seen / seconds,
+            steps_per_s=progress.step / seconds,
+            best_valid=progress.best,
+            test=next(iter(tests.values()), None),
+            tests=tests,
+            model_dir=model_dir,
+            stop_reason=stop_reason,
+            interrupted_by=interrupted_by,
+            mode=mode,
+        )
 
     def summary(self) -> str:
         """The run's last line: steps, epochs, minutes, tokens/s."""
@@ -70,6 +109,28 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
 
 
+def run_header(
+    cfg: Config,
+    model: nn.Module,
+    data: TrainingData,
+    runtime: RuntimeChoice,
+    device: torch.device,
+    dist: DistInfo,
+) -> list[str]:
+    """The first lines a run prints: the machine (on a CPU), the mode ``auto`` chose and why, the
+    model's size and the training pairs."""
+    lines = [f"machine: {describe_machine().summary()}"] if device.type == "cpu" else []
+    lines.append(f"mode: {runtime.mode}: {'; '.join(runtime.reasons)}")
+    n_params = sum(p.numel() for p in model.parameters())
+    lines.append(
+        f"model: {cfg.model.arch}, {n_params:,} parameters; "
+        f"train pairs: {data.n_train:,} (dropped {data.n_dropped:,} over "
+        f"{cfg.data.max_len} tokens or empty); device {device}"
+        + (f", {dist.world_size} processes" if dist.enabled else "")
+    )
+    return lines
+
+
 def write_results(path: Path, result: TrainResult, machine: dict[str, Any]) -> None:
     """Write ``results.json`` (atomically): the result's fields and the machine record."""
     record = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
@@ -107,3 +168,16 @@ class LossWindow:
 
     def tokens_per_s(self) -> float:
         return self.tokens / max(time.monotonic() - self.start, 1e-9)
+
+    def record(self, *, step: int, epoch: float, lr: float, progress: Progress) -> dict[str, Any]:
+        """The ``train`` line of ``metrics.jsonl`` for the steps in this window."""
+        return {
+            "kind": "train",
+            "step": step,
+            "epoch": round(epoch, 3),
+            "loss": round(self.mean("loss"), 4),
+            "nll": round(self.mean("nll"), 4),
+            "lr": lr,
+            "tokens_per_s": round(self.tokens_per_s(), 1),
+            "train_seconds": round(progress.train_seconds, 1),
+        }

@@ -101,9 +101,13 @@ class RunCheckpoints:
         counters: dict[str, Any],
         is_best: bool = False,
         protect_from: int | None = None,
-    ) -> None:
+    ) -> str | None:
         """Checkpoint a training run: the model folder (weights, config, subword model) and the
-        trainer state (optimizer, random generators, ``counters``)."""
+        trainer state (optimizer, random generators, ``counters``). Weights that are not finite are
+        not saved (a good checkpoint is never replaced by a broken one): returns why, else None."""
+        bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:
+            return f"weights not finite ({bad[0]})"
         tensors, meta = trainer_state.capture(optimizer, counters)
 
         def fill(tmp: Path) -> None:
@@ -111,6 +115,7 @@ class RunCheckpoints:
             ckpt.save_trainer_state(tmp, tensors, meta)
 
         self.save(step, fill, is_best=is_best, protect_from=protect_from)
+        return None
 
     @staticmethod
     def load_state(

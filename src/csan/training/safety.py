@@ -84,33 +84,45 @@ def agree_to_stop(
 class RunLock:
     """An exclusive lock on a run folder for the life of a ``with`` block (Unix ``flock``).
 
-    A second process training into the same folder gets a :class:`CsanError` at once.
+    A second process training into the same folder gets a :class:`CsanError` at once. The folder
+    (and its missing parents) is created for the lock; :meth:`undo` removes what the lock created
+    (those folders while they hold nothing else, or the lock file), for a start that is refused.
 
     Example:
         >>> import tempfile
-        >>> run = Path(tempfile.mkdtemp())
-        >>> with RunLock(run):
+        >>> run = Path(tempfile.mkdtemp()) / "new" / "run"
+        >>> with RunLock(run) as lock:
         ...     (run / ".lock").is_file()
         True
+        >>> lock.undo(); run.parent.exists()
+        False
     """
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / ".lock"
+        self.folder = Path(run_dir)
+        self.path = self.folder / ".lock"
         self._fd: int | None = None
+        self._created: Path | None = None  # the first folder this lock created
+        self._made_file = False
 
     def __enter__(self) -> RunLock:
+        missing = [d for d in [*reversed(self.folder.parents), self.folder] if not d.exists()]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._created = missing[0] if missing else None
         try:
             import fcntl
         except ImportError:  # not Unix: no lock
             return self
+        self._made_file = not self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
             os.close(fd)
+            self._made_file = False  # the holder's file
             raise CsanError(
-                f"{self.path.parent}: another `csan train` (pid {holder}) is using this run "
+                f"{self.folder}: another `csan train` (pid {holder}) is using this run "
                 "folder; wait for it to end or choose another --out"
             ) from None
         os.ftruncate(fd, 0)
@@ -122,6 +134,19 @@ class RunLock:
         if self._fd is not None:
             os.close(self._fd)  # releases the flock
             self._fd = None
+
+    def undo(self) -> None:
+        """Release the lock and remove what taking it created: the lock file, and the folders it
+        made while they hold nothing else."""
+        self.__exit__(None, None, None)
+        if self._made_file:
+            self.path.unlink(missing_ok=True)
+        if self._created is None or not self.folder.is_dir() or any(self.folder.iterdir()):
+            return
+        for folder in [self.folder, *self.folder.parents]:
+            folder.rmdir()
+            if folder == self._created:
+                return
 
 
 def _step_of(line: str) -> int | None:

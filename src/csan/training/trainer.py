@@ -37,7 +37,6 @@ from csan.config import Config, dump_config
 from csan.machine import (
     RuntimeChoice,
     choose_runtime,
-    describe_machine,
     keep_freed_memory,
     machine_info,
     pick_device,
@@ -49,6 +48,7 @@ from csan.training.final_model import score_tests, write_final_model
 from csan.training.loss import TranslationLoss
 from csan.training.prepare import (
     apply_optimizer_settings,
+    budget_steps,
     check_before_work,
     learning_rate,
     make_optimizer,
@@ -56,7 +56,7 @@ from csan.training.prepare import (
     seed_everything,
 )
 from csan.training.progress import Progress
-from csan.training.records import LossWindow, MetricsLog, TrainResult, write_results
+from csan.training.records import LossWindow, MetricsLog, TrainResult, run_header, write_results
 from csan.training.run_dir import RunCheckpoints, tidy_after_crash
 from csan.training.safety import RunLock, StopRequest, agree_to_stop
 from csan.training.schedule import Budget
@@ -66,17 +66,6 @@ from csan.training.validation import validate
 __all__ = ["TrainResult", "Trainer", "train"]
 
 log = logging.getLogger("csan")
-
-
-def remove_if_only_lock(out: Path, *, up_to: Path) -> None:
-    """Remove ``out`` and its parents up to ``up_to`` when ``out`` holds nothing but ``.lock``."""
-    if not out.is_dir() or {p.name for p in out.iterdir()} - {".lock"}:
-        return
-    (out / ".lock").unlink(missing_ok=True)
-    for folder in [out, *out.parents]:
-        folder.rmdir()
-        if folder == up_to:
-            return
 
 
 class Trainer:
@@ -101,21 +90,15 @@ class Trainer:
         self.device = pick_device(tc.device)
         self.dist: DistInfo = init_distributed(self.device)
         self._lock: RunLock | None = None
-        # the first folder this run creates (the output or a parent), removed again on refusal
-        created = next((d for d in [*reversed(self.out.parents), self.out] if not d.exists()), None)
-        had_lock = (self.out / ".lock").exists()
         try:
             if self.is_main:  # the lock first: no file of the run is read before it is ours
-                self.out.mkdir(parents=True, exist_ok=True)
                 self._lock = RunLock(self.out).__enter__()
             self._build()
         except BaseException:
-            ours = self._lock is not None and not had_lock  # a lock file this call created
+            if self._lock is not None:
+                self._lock.undo()  # refused input leaves the folder as it was, or no folder
+                self._lock = None
             self.close()
-            if ours and created is not None:
-                remove_if_only_lock(self.out, up_to=created)  # refused input leaves no folder
-            elif ours:
-                (self.out / ".lock").unlink(missing_ok=True)  # nor a file in the user's folder
             raise
 
     def _build(self) -> None:
@@ -143,7 +126,7 @@ class Trainer:
             pad_to_multiple=8 if self.device.type == "cuda" else 1,
         )
         self.budget = Budget(
-            max_steps=self.budget_steps(),
+            max_steps=budget_steps(tc, batches_per_epoch=len(self.data.sampler)),
             max_seconds=None if tc.max_minutes is None else tc.max_minutes * 60,
             cooldown_fraction=tc.cooldown_fraction if tc.schedule == "budget" else 0.0,
             average_last=tc.average_last,
@@ -200,15 +183,6 @@ class Trainer:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return nullcontext()
 
-    def budget_steps(self) -> int | None:
-        """The step budget: ``train.max_steps``, or ``max_epochs`` epochs, whichever is smaller."""
-        tc = self.cfg.train
-        limits = [tc.max_steps] if tc.max_steps is not None else []
-        if tc.max_epochs is not None:
-            per_epoch = -(-len(self.data.sampler) // tc.update_freq)
-            limits.append(tc.max_epochs * per_epoch)
-        return min(limits) if limits else None
-
     # -- checkpoints ------------------------------------------------------------------------------
     def save_checkpoint(self, *, is_best: bool = False) -> None:
         """Write ``checkpoints/step_N`` aside, rename it into place, then point ``LAST`` at it."""
@@ -216,11 +190,7 @@ class Trainer:
             if is_best and self.is_main:
                 self.checkpoints.point("BEST", self.step)
             return
-        bad = [n for n, p in self.model.named_parameters() if not torch.isfinite(p).all()]
-        if bad:  # never replace a good checkpoint by a broken one
-            self.say(f"warning: step {self.step}: weights not finite ({bad[0]}); no checkpoint")
-            return
-        self.checkpoints.save_state(
+        refused = self.checkpoints.save_state(
             self.step,
             model=self.model,
             cfg=self.cfg,
@@ -230,14 +200,15 @@ class Trainer:
             is_best=is_best,
             protect_from=self.budget.cooldown_step,
         )
+        if refused:
+            self.say(f"warning: step {self.step}: {refused}; no checkpoint")
+            return
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = self.step
 
     def _resume(self, folder: Path) -> None:
         meta = self.checkpoints.load_state(folder, model=self.model, optimizer=self.optimizer)
-        apply_optimizer_settings(
-            self.optimizer, self.cfg.train
-        )  # the config's, not the checkpoint's
+        apply_optimizer_settings(self.optimizer, self.cfg.train)  # the config's, not the saved
         self.progress = Progress.from_counters(meta)
         self.budget.cooldown_step = meta.get("cooldown_step")
         self.last_ckpt_step = self.step
@@ -286,7 +257,11 @@ class Trainer:
             if dropped:
                 self.say(f"metrics.jsonl: dropped {dropped} line(s) written after step {self.step}")
             ckpt.atomic_write_text(self.out / "config.yaml", dump_config(self.cfg))
-            self._say_what_runs()  # after the data checks, so refused input prints nothing
+            # the first lines of stdout, after the data checks (refused input prints nothing)
+            for line in run_header(
+                self.cfg, self.model, self.data, self.runtime, self.device, self.dist
+            ):
+                self.say(line)
         with StopRequest() as stop:
             stop_reason = self.stop_vote(stop)
             if stop_reason is None and self.step > 0:
@@ -311,19 +286,6 @@ class Trainer:
         else:
             self.say(f"training stopped: {stop_reason}")
         return self.finish(stop_reason)  # Ctrl-C here (test scoring) stops at once
-
-    def _say_what_runs(self) -> None:
-        """The first lines of stdout: the machine, the mode and why, the model and the data."""
-        if self.device.type == "cpu":
-            self.say(f"machine: {describe_machine().summary()}")
-        self.say(f"mode: {self.runtime.mode}: {'; '.join(self.runtime.reasons)}")
-        n_params = sum(p.numel() for p in self.model.parameters())
-        self.say(
-            f"model: {self.cfg.model.arch}, {n_params:,} parameters; "
-            f"train pairs: {self.data.n_train:,} (dropped {self.data.n_dropped:,} over "
-            f"{self.cfg.data.max_len} tokens or empty); device {self.device}"
-            + (f", {self.dist.world_size} processes" if self.dist.enabled else "")
-        )
 
     def _run_epoch(self, stop: StopRequest) -> str | None:
         """Train on the rest of the current epoch; returns why to stop, or None for the next epoch."""
@@ -357,10 +319,14 @@ class Trainer:
                         loss=f"{stats['loss']:.3f}",
                         lr=f"{stats['lr']:.2e}",
                         tok_s=f"{window.tokens_per_s():,.0f}",
-                        eta=self._eta(),
+                        eta=p.eta(tc.max_minutes),
                     )
                     if self.step % tc.log_every == 0:
-                        self._log_train(window, lr=stats["lr"])
+                        self.metrics.write(
+                            window.record(
+                                step=self.step, epoch=self.epochs_done, lr=stats["lr"], progress=p
+                            )
+                        )
                         window.reset()
                     cooldown_point = self.budget.cooldown_checkpoint_due(self.step, p.wall_seconds)
                     if tc.validate_every is not None and self.step % tc.validate_every == 0:
@@ -377,27 +343,6 @@ class Trainer:
         if tc.validate_every is None:
             self._validate_and_save()
         return self.stop_vote(stop)
-
-    def _log_train(self, window: LossWindow, *, lr: float) -> None:
-        self.metrics.write(
-            {
-                "kind": "train",
-                "step": self.step,
-                "epoch": round(self.epochs_done, 3),
-                "loss": round(window.mean("loss"), 4),
-                "nll": round(window.mean("nll"), 4),
-                "lr": lr,
-                "tokens_per_s": round(window.tokens_per_s(), 1),
-                "train_seconds": round(self.progress.train_seconds, 1),
-            }
-        )
-
-    def _eta(self) -> str:
-        mm = self.cfg.train.max_minutes
-        if mm is None:
-            return "-"
-        left = max(mm * 60 - self.progress.wall_seconds, 0)
-        return f"{int(left // 60)}m{int(left % 60):02d}s"
 
     def _checkpoint_due(self) -> bool:
         tc = self.cfg.train
@@ -445,15 +390,10 @@ class Trainer:
                 tests = score_tests(
                     model_dir, self.data.tests, self.cfg, self.out, device=self.device, say=self.say
                 )
-        result = TrainResult(
-            steps=self.step,
+        result = TrainResult.of(
+            p,
+            wall_seconds=wall,
             epochs=self.epochs_done,
-            train_minutes=p.train_seconds / 60,
-            wall_minutes=wall / 60,
-            tokens_per_s=p.tokens_seen / max(p.train_seconds, 1e-9),
-            steps_per_s=self.step / max(p.train_seconds, 1e-9),
-            best_valid=p.best,
-            test=next(iter(tests.values()), None),
             tests=tests,
             model_dir=model_dir,
             stop_reason=stop_reason,
