@@ -51,6 +51,9 @@ from torch import Tensor
 from csan.bench.attention_table import format_row, markdown_table
 from csan.bench.timing import interleaved_ms, peak_bytes
 from csan.functional import local_attention
+from csan.kernels.blocked import blocked_local_attention
+from csan.kernels.dense import dense_local_attention
+from csan.kernels.flex import flex_available, flex_local_attention
 from csan.machine import machine_info
 
 __all__ = [
@@ -74,10 +77,6 @@ Kernel = Callable[..., Tensor]
 
 def _kernels(device: torch.device) -> dict[str, Kernel | None]:
     """Backend name -> kernel with the ``local_attention`` keyword signature (None: unavailable)."""
-    from csan.kernels.blocked import blocked_local_attention
-    from csan.kernels.dense import dense_local_attention
-    from csan.kernels.flex import flex_available, flex_local_attention
-
     kernels: dict[str, Kernel | None] = {
         "sdpa": sdpa_reference,
         "dense": dense_local_attention,

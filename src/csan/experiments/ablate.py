@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from csan.attention.csan import Csan1dSelfAttention, Csan2dSelfAttention
 from csan.config import Config, load_config
 from csan.errors import CsanError
 from csan.experiments.grid import RunRecord, run_grid, write_machine
@@ -87,8 +88,6 @@ def ablation_points(
 
 def _option(cfg: Config, variant: str, name: str) -> Any:
     """The value of a CSAN layer's option under ``cfg``: the config's, else the class default."""
-    from csan.attention.csan import Csan1dSelfAttention, Csan2dSelfAttention
-
     cls = {"csan1d": Csan1dSelfAttention, "csan2d": Csan2dSelfAttention}[variant]
     configured = cfg.model.attention_options.get(variant) or {}
     return configured.get(name, inspect.signature(cls).parameters[name].default)

@@ -24,7 +24,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from csan.data import SubwordModel
+from csan.decoding.translate import translate_lines
 from csan.errors import CsanError
+from csan.textio import normalize
 
 __all__ = ["AttentionMap", "plot_attention", "sentence_attention"]
 
@@ -78,10 +81,6 @@ def sentence_attention(
     sum_key_heads: bool = False,
 ) -> AttentionMap:
     """The self-attention weights of ``layer`` on ``side`` for one sentence (a loaded model folder)."""
-    from csan.data import SubwordModel
-    from csan.decoding.translate import translate_lines
-    from csan.textio import normalize
-
     model, spm = loaded.model.eval(), SubwordModel.from_bytes(loaded.spm_bytes)
     layers = _layers(model, side)
     if not 0 <= layer < len(layers):

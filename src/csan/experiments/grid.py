@@ -29,9 +29,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from csan.checkpoint import read_model_meta
 from csan.config import Config, config_from_dict, dump_config, flat_keys, load_config
 from csan.errors import CsanError
 from csan.experiments.variants import Variant
+from csan.info import count_parameters
+from csan.machine import choose_runtime
+from csan.machine import machine_info as record
+from csan.models import build_model
+from csan.training.trainer import train
 
 __all__ = [
     "IGNORED_KEYS",
@@ -199,10 +205,6 @@ def steady_speed(records: list[dict[str, Any]]) -> float | None:
 
 def _count_params(run_dir: Path) -> int | None:
     """Parameters of the run's final model (tied weights once), from its config; None if absent."""
-    from csan.checkpoint import read_model_meta
-    from csan.info import count_parameters
-    from csan.models import build_model
-
     folder = run_dir / "model"
     if not (folder / "config.json").is_file():
         return None
@@ -320,7 +322,6 @@ def _reset_compiler() -> None:
 
 
 def _default_train() -> TrainFn:
-    from csan.training.trainer import train
 
     return train
 
@@ -339,9 +340,6 @@ def _failed(variant: str, seed: int, run_dir: Path, error: BaseException) -> Run
 
 def machine_info(cfg: Config | None = None) -> dict[str, Any]:
     """The machine a table was measured on (:func:`csan.machine.machine_info`) and the run settings."""
-    from csan.machine import choose_runtime
-    from csan.machine import machine_info as record
-
     if cfg is None:
         return record()
     tc = cfg.train
