@@ -97,7 +97,7 @@ class Machine:
         bf16 = "native bf16" if self.native_bf16 else "bf16 emulated (no AVX512-BF16/AMX)"
         return (
             f"{self.cpu}, {self.cores} cores; ATen capability {self.capability}, {bf16}; "
-            f"{self.threads} threads"
+            f"{self.threads} thread{'s' if self.threads != 1 else ''}"
         )
 
 
