@@ -1,4 +1,5 @@
-"""Evaluation against sacreBLEU itself: scores, sufficient statistics, paired bootstrap, n-gram analysis."""
+"""Evaluation against sacreBLEU itself: scores, sufficient statistics, n-gram analysis (significance:
+test_significance.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import sacrebleu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF
-from sacrebleu.significance import PairedTest
 
 from csan.errors import CsanError
 from csan.evaluation import (
@@ -18,7 +18,6 @@ from csan.evaluation import (
     bleu_from_stats,
     ngram_analysis,
     ngram_gaps,
-    paired_bootstrap,
     score,
     sentence_stats,
 )
@@ -101,54 +100,6 @@ def test_resampled_stats_equal_corpus_score_of_the_resample():
     stats = sentence_stats(GOOD, REFS)
     resampled = BLEU().corpus_score([GOOD[i] for i in idx], [[REFS[i] for i in idx]]).score
     assert float(bleu_from_stats(stats[idx].sum(0))) == pytest.approx(resampled, abs=1e-9)
-
-
-def test_bootstrap_identical_systems():
-    r = paired_bootstrap(GOOD, GOOD, REFS, samples=200)
-    assert r.p_value == 1.0  # Koehn: every sample has system <= baseline
-    assert r.p_value_sacrebleu == pytest.approx(
-        1 / 201
-    )  # sacreBLEU's definition: no sample exceeds 0
-    assert r.system_bleu == r.baseline_bleu == pytest.approx(score(GOOD, REFS).bleu)
-
-
-def test_bootstrap_detects_a_clearly_better_system():
-    better = paired_bootstrap(BAD, GOOD, REFS, samples=300)
-    worse = paired_bootstrap(GOOD, BAD, REFS, samples=300)
-    assert better.system_bleu > better.baseline_bleu
-    assert better.p_value < 0.05
-    assert worse.p_value > 0.95
-    assert better.system_ci[0] <= better.system_mean <= better.system_ci[1]
-
-
-def test_bootstrap_reproduces_sacrebleu_paired_bs():
-    base, system = (
-        corrupt(REFS, 0.3, seed=10),
-        corrupt(REFS, 0.3, seed=20),
-    )  # close: p far from 0 and 1
-    _, results = PairedTest(
-        [("baseline", base), ("system", system)],
-        {"BLEU": BLEU()},
-        [REFS],
-        test_type="bs",
-        n_samples=1000,
-    )()
-    bl, sy = results["BLEU"]
-    r = paired_bootstrap(base, system, REFS, samples=1000, seed=12345)
-    assert 0.1 < sy.p_value < 0.9
-    assert r.baseline_bleu == pytest.approx(bl.score, abs=1e-9)
-    assert r.system_bleu == pytest.approx(sy.score, abs=1e-9)
-    assert r.system_mean == pytest.approx(sy.mean, abs=1e-4)
-    assert r.baseline_mean == pytest.approx(bl.mean, abs=1e-4)
-    assert (r.system_ci[1] - r.system_ci[0]) / 2 == pytest.approx(sy.ci, abs=1e-4)
-    assert r.p_value_sacrebleu == pytest.approx(sy.p_value, abs=2e-3)
-
-
-def test_bootstrap_checks_input():
-    with pytest.raises(CsanError, match="1 hypotheses but 2 references"):
-        paired_bootstrap(["a"], ["a", "b"], ["a", "b"])
-    with pytest.raises(CsanError, match="bootstrap samples must be >= 1, got 0"):
-        paired_bootstrap(["a"], ["a"], ["a"], samples=0)
 
 
 def test_ngram_analysis_matches_sacrebleu():

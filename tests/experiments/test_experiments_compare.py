@@ -4,10 +4,13 @@ skipped, a failing variant is reported while the others run, a changed config is
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from sacrebleu.metrics import BLEU
 
 from csan.cli import main
 from csan.config import load_config
@@ -16,6 +19,7 @@ from csan.experiments.compare import run_compare
 from csan.experiments.grid import RunRecord, run_grid, steady_speed
 from csan.experiments.report import CSV_COLUMNS, context_grid
 from csan.experiments.summary import VariantSummary, summarize
+from csan.experiments.translations import read_translations
 from csan.experiments.variants import resolve_variants
 from csan.training.trainer import train
 
@@ -66,7 +70,9 @@ def test_compare_writes_csv_table_plot_and_machine(compared) -> None:
     assert {r["added_params"] for r in ok} == {"0"}  # CSAN adds no parameters
     md = (out / "table.md").read_text(encoding="utf-8")
     header = next(line for line in md.splitlines() if line.startswith("| #"))
-    assert "| p |" in header and "BLEU (mean ± sd)" in header and "Speed (steps/s)" in header
+    assert (
+        "| p per seed |" in header and "BLEU (mean ± sd)" in header and "Speed (steps/s)" in header
+    )
     assert "| 1 | vanilla |" in md and "| 3 | csan1d |" in md
     assert (out / "bleu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     machine = json.loads((out / "machine.json").read_text(encoding="utf-8"))
@@ -76,13 +82,109 @@ def test_compare_writes_csv_table_plot_and_machine(compared) -> None:
     assert machine["train_threads"] == 1
 
 
-def test_compare_p_value_against_the_first_variant(compared) -> None:
-    _, rows, _ = compared
+def test_compare_tests_each_seed_against_the_baseline(compared) -> None:
+    out, rows, _ = compared
     by_name = {r.variant: r for r in rows}
-    assert by_name["vanilla"].p_value is None
-    assert 0.0 <= by_name["csan1d"].p_value <= 1.0
-    assert by_name["csan1d"].p_seeds == SEEDS  # both seeds' translations concatenated
-    assert by_name["csan1d"].bleu_sd is not None
+    base, csan = by_name["vanilla"], by_name["csan1d"]
+    assert [t.seed for t in csan.tests] == SEEDS and [t.seed for t in base.tests] == SEEDS
+    assert all(t.p_value is None and t.delta is None for t in base.tests)
+    for b, t in zip(base.tests, csan.tests):
+        assert 0.0 < t.p_value <= 1.0 and t.ci >= 0.0
+        assert t.delta == pytest.approx(t.bleu - b.bleu, abs=1e-12)
+    # Δ is the mean of the per-seed differences the tests looked at, over the same seeds
+    assert csan.delta_seeds == SEEDS
+    assert csan.bleu_delta == pytest.approx(sum(t.delta for t in csan.tests) / len(SEEDS))
+    recorded = [float(r["bleu"]) for r in read_csv(out / "results.csv") if r["variant"] == "csan1d"]
+    assert [t.bleu for t in csan.tests] == pytest.approx(recorded, abs=1e-9)  # rescored = recorded
+    assert by_name["bogus@0"].tests == [] and csan.bleu_sd is not None
+
+
+def report_only(folder: Path, small_overrides: list[str], *extra: str) -> int:
+    """``csan compare ... --report-only`` on ``folder``, with the fixture's variants and seeds."""
+    sets = [item for kv in small_overrides for item in ("--set", kv)]
+    variants, seeds = ",".join(VARIANTS), ",".join(map(str, SEEDS))
+    argv = ["compare", "--config", "tiny", *sets, "--variants", variants, "--seeds", seeds]
+    return main([*argv, "--out", str(folder), "--report-only", "--no-progress", *extra])
+
+
+def test_the_kept_files_give_the_same_table_without_the_runs(
+    compared, small_overrides: list[str], small_corpus: Path, tmp_path: Path
+) -> None:
+    out, _, _ = compared
+    assert (
+        report_only(out, small_overrides) == 0
+    )  # the table from the runs, as the command writes it
+    kept = tmp_path / "kept"
+    shutil.copytree(out, kept, ignore=shutil.ignore_patterns("runs"))
+    assert not (kept / "runs").exists()
+    assert sorted(p.name for p in (kept / "translations").iterdir()) == [
+        f"{v}-seed{s}.test2016.hyp.gz" for v in ("csan1d", "vanilla") for s in SEEDS
+    ]
+    assert report_only(kept, small_overrides) == 0
+    for name in ("table.md", "results.csv", "summary.json"):
+        assert (kept / name).read_bytes() == (out / name).read_bytes(), name
+    summary = json.loads((kept / "summary.json").read_text(encoding="utf-8"))
+    assert summary["command"].endswith(f"--out {out}")  # the command that made the table, kept
+    reference = small_corpus / "test2016.de"
+    assert summary["references"] == {
+        "file": "test2016.de",
+        "sentences": len(reference.read_text(encoding="utf-8").splitlines()),
+        "sha256": hashlib.sha256(reference.read_bytes()).hexdigest(),
+    }
+    # every kept translation rescores to its run's recorded BLEU
+    refs = reference.read_text(encoding="utf-8").splitlines()
+    for row in read_csv(kept / "results.csv"):
+        if row["status"] == "ok":
+            hyps = read_translations(kept / row["translation"])
+            assert BLEU().corpus_score(hyps, [refs]).score == pytest.approx(
+                float(row["bleu"]), abs=1e-9
+            )
+    table = (kept / "table.md").read_text(encoding="utf-8")
+    assert "Significance: paired bootstrap resampling (1,000 resamples" in table
+    assert "| csan1d | 2 |" in table  # the per-seed tests
+
+
+def test_a_kept_table_is_not_rescored_against_other_references(
+    compared, small_overrides: list[str], small_corpus: Path, tmp_path: Path
+) -> None:
+    out, _, _ = compared
+    kept = tmp_path / "kept"
+    shutil.copytree(out, kept, ignore=shutil.ignore_patterns("runs"))
+    other = tmp_path / "other-corpus"
+    shutil.copytree(small_corpus, other)
+    lines = (other / "test2016.de").read_text(encoding="utf-8").splitlines()
+    (other / "test2016.de").write_text(
+        "\n".join(["Ein Hund.", *lines[1:]]) + "\n", encoding="utf-8"
+    )
+    moved = [kv for kv in small_overrides if not kv.startswith("data.data_dir=")]
+    with pytest.raises(
+        CsanError,
+        match=r"other-corpus/test2016.de: sha256 \w+\.\.\., but the table "
+        r"was scored against test2016.de with sha256 \w+\.\.\.: not the same references",
+    ):
+        run_compare(
+            "tiny",
+            VARIANTS,
+            SEEDS,
+            kept,
+            overrides=[*moved, f"data.data_dir={other}"],
+            say=lambda _: None,
+            train=False,
+        )
+
+
+def test_the_approximate_randomization_test_is_an_option(
+    compared, small_overrides, tmp_path
+) -> None:
+    out, _, _ = compared
+    kept = tmp_path / "kept"
+    shutil.copytree(out, kept, ignore=shutil.ignore_patterns("runs"))
+    assert report_only(kept, small_overrides, "--significance", "ar") == 0
+    summary = json.loads((kept / "summary.json").read_text(encoding="utf-8"))
+    assert summary["significance"]["method"] == "ar"
+    assert "ar:10000" in summary["significance"]["signature"]
+    assert " --significance ar " in summary["command"]
+    assert "approximate randomization (10,000 trials" in (kept / "table.md").read_text()
 
 
 def test_a_failing_variant_is_reported_and_the_rest_still_runs(compared) -> None:
@@ -136,14 +238,35 @@ def test_summary_of_identical_systems(tmp_path: Path) -> None:
     refs = ["a small dog runs on the grass", "two men play football in a park"]
     hyp.write_text("\n".join(refs) + "\n")
     records = [
-        RunRecord(v, s, "", "ok", params=p, steps_per_s=sp, bleu=b, hyp_file=str(hyp))
+        RunRecord(v, s, "", "ok", params=p, steps_per_s=sp, bleu=100.0, hyp_file=str(hyp))
         for v, p, sp in (("base", 100, 2.0), ("new", 110, 1.0))
-        for s, b in ((1, 30.0), (2, 32.0))
+        for s in (1, 2)
     ]
-    base, new = summarize(records, refs)
-    assert base.bleu_mean == 31.0 and base.bleu_sd == pytest.approx(2**0.5)
+    base, new = summarize(records, refs).rows
+    assert base.bleu_mean == 100.0 and base.bleu_sd == 0.0
     assert new.added_params == 10 and new.speed_ratio == 0.5 and new.bleu_delta == 0.0
-    assert new.p_value == 1.0  # never better than itself
+    assert [(t.seed, t.delta) for t in new.tests] == [(1, 0.0), (2, 0.0)]
+
+
+def test_translations_that_do_not_give_the_recorded_bleu_are_an_error(tmp_path: Path) -> None:
+    refs = ["a small dog runs on the grass", "two men play football in a park"]
+    good, bad = tmp_path / "good.hyp", tmp_path / "bad.hyp"
+    good.write_text("\n".join(refs) + "\n")
+    bad.write_text("a dog\ntwo men play football in a park\n")
+    records = [
+        RunRecord("base", 1, "", "ok", bleu=100.0, hyp_file=str(good)),
+        RunRecord("new", 1, "", "ok", bleu=100.0, hyp_file=str(bad)),
+    ]
+    with pytest.raises(
+        CsanError,
+        match=r"bad.hyp: sacreBLEU gives \d+\.\d{4} on these translations, but "
+        r"new seed 1 recorded test BLEU 100.0: not the translations",
+    ):
+        summarize(records, refs)
+    with pytest.raises(
+        CsanError, match=r"good.hyp: 2 translations, but the test set has 3 references"
+    ):
+        summarize(records, [*refs, "one more"])
 
 
 def test_table_speed_is_the_steady_rate_when_known(tmp_path: Path) -> None:
@@ -151,7 +274,7 @@ def test_table_speed_is_the_steady_rate_when_known(tmp_path: Path) -> None:
         RunRecord("base", 1, "", "ok", steps_per_s=1.0, steady_steps_per_s=2.0, bleu=30.0),
         RunRecord("new", 1, "", "ok", steps_per_s=1.5, steady_steps_per_s=None, bleu=30.0),
     ]
-    base, new = summarize(records, None)
+    base, new = summarize(records, None).rows
     assert base.steps_per_s == 2.0  # steady rate preferred
     assert new.steps_per_s == 1.5 and new.speed_ratio == 0.75  # whole-run rate as the fallback
 
@@ -217,7 +340,7 @@ def test_context_table_has_the_side_by_vector_grid(tmp_path: Path, fake_train) -
 
 def test_context_grid_cells() -> None:
     def row(name: str, bleu: float | None, delta: float | None) -> VariantSummary:
-        return VariantSummary(name, 1, 0, [], 1, 0, 1.0, 1.0, bleu, None, delta, None, None, [])
+        return VariantSummary(name, runs=1, failed=0, errors=[], bleu_mean=bleu, bleu_delta=delta)
 
     rows = [
         row("vanilla", 25.0, 0.0),
@@ -307,3 +430,8 @@ def test_a_run_saved_with_the_old_zeros_is_the_same_run(tmp_path) -> None:
     assert config_difference(tmp_path, cfg) is None
     (tmp_path / "config.yaml").write_text(old.replace("lr: 0.001", "lr: 0.002"), encoding="utf-8")
     assert config_difference(tmp_path, cfg) == "train.lr: 0.002 != 0.001"
+
+
+def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> None:
+    main_recipe = ["train.max_minutes=null", "train.max_epochs=30", "train.evaluate_test=true"]
+    assert load_config("converged-multi30k") == load_config("multi30k-small", main_recipe)

@@ -254,10 +254,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "--seeds",
             args.seeds,
             *(["--tag", args.tag] if args.tag else []),
+            *(["--title", args.title] if args.title else []),
+            *(["--significance", args.significance] if args.significance != "bs" else []),
         ),
         train=not args.report_only,
         tag=args.tag,
         title=args.title,
+        significance=args.significance,
     )
     return 0
 

@@ -141,7 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report-only",
         action="store_true",
-        help="train nothing: write the table from the runs that finished (the others: not run)",
+        help="train nothing: write the table from the runs that finished, else from the folder's "
+        "results.csv and translations/ (a kept table gives the same files byte for byte)",
+    )
+    p.add_argument(
+        "--significance",
+        choices=["bs", "ar"],
+        default="bs",
+        help="sacreBLEU's paired test per seed: bs = paired bootstrap resampling (1,000 resamples, "
+        "default), ar = approximate randomization (10,000 trials)",
     )
     p.add_argument(
         "--tag",

@@ -2,7 +2,8 @@
 
 - :func:`run_compare` (``csan compare``): Table 1 of Yang et al. (NAACL 2019), the context-aware table
   (AAAI 2019) and the conv-projection runs: variants x seeds trained into one folder, a table with
-  parameters, speed, BLEU mean ± sd, delta and paired-bootstrap p-value, a CSV and a bar chart.
+  parameters, speed, BLEU mean ± sd, delta and sacreBLEU's paired test per seed, a CSV, a bar chart
+  and the test translations, from which ``--report-only`` rewrites the table without the runs.
 - :func:`run_ablation` (``csan ablate``): validation BLEU over the window sizes (Fig. 2).
 - :func:`ngram_report` / :func:`convergence_runs` (``csan analyze``): n-gram gaps (Fig. 3) and epochs
   to a validation accuracy.

@@ -10,13 +10,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from csan.errors import CsanError
+from csan.evaluation import describe_method
 from csan.experiments.grid import RunRecord
-from csan.experiments.summary import BOOTSTRAP_SAMPLES, VariantSummary, _diff, _first
+from csan.experiments.summary import Summary, VariantSummary, _diff, _first
 from csan.experiments.variants import CONTEXT_SIDES, CONTEXT_VECTORS
 
 __all__ = [
     "CSV_COLUMNS",
+    "caption",
     "context_grid",
+    "read_results_csv",
+    "seed_rows",
     "table_rows",
     "write_results_csv",
     "write_summary",
@@ -43,20 +48,100 @@ CSV_COLUMNS = [
     "valid_bleu",
     "valid_accuracy",
     "error",
+    "signature",
+    "translation",
     "run_dir",
 ]
 
 
 def write_results_csv(path: Path, records: Sequence[RunRecord]) -> None:
-    """``results.csv``: :data:`CSV_COLUMNS`, one row per run (``added_params`` against the first)."""
+    """``results.csv``: :data:`CSV_COLUMNS`, one row per run (``added_params`` against the first).
+
+    ``run_dir`` and ``translation`` (the kept test translations) are written relative to the CSV's
+    folder when they lie inside it, so that the file does not depend on where the table was made.
+    """
     base = _first(r.params for r in records if r.variant == records[0].variant) if records else None
+    root = Path(path).parent
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for r in records:
             row = asdict(r)
             row["added_params"] = _diff(r.params, base)
+            row["run_dir"] = _relative(r.run_dir, root)
+            row["translation"] = _relative(r.hyp_file, root)
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+
+
+def read_results_csv(path: Path) -> list[RunRecord]:
+    """The run records of a ``results.csv`` (:func:`write_results_csv` read back; writing them again
+    gives the same bytes). A column the file lacks (an older table) reads as empty.
+
+    Example:
+        >>> import tempfile
+        >>> csv_path = Path(tempfile.mkdtemp()) / "results.csv"
+        >>> runs = [RunRecord("vanilla", 1, str(csv_path.parent / "runs" / "vanilla-seed1"), "ok",
+        ...                   params=7578624, epochs=4.0, steps_per_s=0.8957729300762414, bleu=24.6),
+        ...         RunRecord("csan1d", 1, "elsewhere/csan1d-seed1", "failed", error="ValueError: x")]
+        >>> write_results_csv(csv_path, runs)
+        >>> again = read_results_csv(csv_path)
+        >>> [(r.variant, r.status, r.params, r.steps_per_s, r.error) for r in again]
+        [('vanilla', 'ok', 7578624, 0.8957729300762414, ''), ('csan1d', 'failed', None, None, 'ValueError: x')]
+        >>> copy = csv_path.with_name("copy.csv")
+        >>> write_results_csv(copy, again)
+        >>> copy.read_bytes() == csv_path.read_bytes(), again[0].run_dir == runs[0].run_dir
+        (True, True)
+    """
+    root = Path(path).parent
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as err:
+        raise CsanError(f"{path}: cannot read: {err.strerror or err}") from None
+    records = []
+    for line, row in enumerate(rows, start=2):
+        values = {k: row.get(k) or "" for k in CSV_COLUMNS}
+        try:
+            kept = {k: _value(k, values[k]) for k in _RECORD_COLUMNS}
+        except ValueError as err:
+            raise CsanError(f"{path}, line {line}: {err}") from None
+        records.append(
+            RunRecord(
+                **kept,
+                run_dir=_absolute(values["run_dir"], root),
+                hyp_file=_absolute(values["translation"], root),
+            )
+        )
+    return records
+
+
+_TEXT_COLUMNS = {"variant", "status", "error", "stop_reason", "signature"}
+_RECORD_COLUMNS = [c for c in CSV_COLUMNS if c not in ("added_params", "run_dir", "translation")]
+
+
+def _value(column: str, text: str) -> Any:
+    """A CSV cell as :class:`RunRecord` holds it: text, or the int / float that ``str`` wrote."""
+    if column in _TEXT_COLUMNS:
+        return text
+    if text == "":
+        return None
+    try:
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    except ValueError:
+        raise ValueError(f"column {column}: {text!r} is not a number") from None
+
+
+def _relative(path: str, root: Path) -> str:
+    if not path:
+        return ""
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return path
+
+
+def _absolute(text: str, root: Path) -> str:
+    return str(root / text) if text else ""
 
 
 def _num(value: float | None, fmt: str, *, signed: bool = False) -> str:
@@ -81,11 +166,12 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def table_rows(rows: Sequence[VariantSummary]) -> list[str]:
-    """The markdown lines of the table (header included)."""
+def table_rows(rows: Sequence[VariantSummary], seeds: Sequence[int]) -> list[str]:
+    """The markdown lines of the table (header included); ``p`` lists the per-seed p-values in the
+    order of ``seeds`` (``—`` for a seed without a test)."""
     lines = [
         "| # | Model | Param. | Added | Speed (steps/s) | Speed vs. base | BLEU (mean ± sd) "
-        "| Δ | p | Runs |",
+        "| Δ | p per seed | Runs |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for i, row in enumerate(rows, start=1):
@@ -97,13 +183,41 @@ def table_rows(rows: Sequence[VariantSummary]) -> list[str]:
         if row.errors:
             runs += " — failed: " + "; ".join(_short(e).replace("|", "/") for e in row.errors)
         ratio = "—" if row.speed_ratio is None else f"{row.speed_ratio:.2f}×"
-        p = "—" if row.p_value is None else f"{row.p_value:.3f}"
         lines.append(
             f"| {i} | {row.variant} | {_params(row.params)} | "
             f"{'' if i == 1 else _added(row.added_params)} | {_num(row.steps_per_s, '.3f')} | "
             f"{ratio} | {bleu} | {'' if i == 1 else _num(row.bleu_delta, '.2f', signed=True)} | "
-            f"{'' if i == 1 else p} | {runs} |"
+            f"{'' if i == 1 else _p_list(row, seeds)} | {runs} |"
         )
+    return lines
+
+
+def _p_list(row: VariantSummary, seeds: Sequence[int]) -> str:
+    """``0.001 / 0.020 / —``: the row's p per seed, in seed order; ``—`` when it has no test at all."""
+    if not row.tests:
+        return "—"
+    p = {t.seed: t.p_value for t in row.tests}
+    return " / ".join(_num(p.get(seed), ".3f") for seed in seeds)
+
+
+def seed_rows(rows: Sequence[VariantSummary]) -> list[str]:
+    """The per-seed table: sacreBLEU, its 95% interval, Δ and p of every tested run (header included).
+
+    Example:
+        >>> from csan.experiments.summary import SeedTest
+        >>> base = VariantSummary("vanilla", 1, 0, [], tests=[SeedTest(1, 24.61, 24.6, 0.93)])
+        >>> new = VariantSummary("csan1d", 1, 0, [], tests=[SeedTest(1, 25.1, 25.12, 0.9, 0.49, 0.04)])
+        >>> seed_rows([base, new])[2:]
+        ['| vanilla | 1 | 24.61 | 24.60 ± 0.93 |  |  |', '| csan1d | 1 | 25.10 | 25.12 ± 0.90 | +0.49 | 0.040 |']
+    """
+    lines = ["| Model | Seed | BLEU | 95% CI | Δ | p |", "|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        for t in row.tests:
+            delta = "" if t.delta is None else f"{t.delta:+.2f}"
+            p = "" if t.p_value is None else f"{t.p_value:.3f}"
+            lines.append(
+                f"| {row.variant} | {t.seed} | {t.bleu:.2f} | {t.mean:.2f} ± {t.ci:.2f} | {delta} | {p} |"
+            )
     return lines
 
 
@@ -114,8 +228,8 @@ def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
     BLEU mean (Δ to the baseline). No lines when the table has no context rows.
 
     Example:
-        >>> row = VariantSummary("context-deep-enc", 1, 0, [], None, None, None, None, 27.5, None,
-        ...                      0.5, None, None, [])
+        >>> row = VariantSummary("context-deep-enc", runs=1, failed=0, errors=[], bleu_mean=27.5,
+        ...                      bleu_delta=0.5)
         >>> context_grid([row])[2]
         '| encoder | — | 27.50 (+0.50) | — | — |'
     """
@@ -139,14 +253,28 @@ def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
     return lines
 
 
+def caption(summary: Summary) -> str:
+    """The line under the title that says how Δ and p were computed."""
+    base = summary.rows[0].variant if summary.rows else "-"
+    seeds = ", ".join(map(str, summary.seeds))
+    return (
+        f"Significance: {describe_method(summary.method)}, one test per seed: a "
+        f"variant's test translations against `{base}`'s of the same seed. Δ: mean over the seeds "
+        f"of the per-seed BLEU differences; p: the per-seed p-values, in seed order ({seeds}). No "
+        "test pools the seeds."
+    )
+
+
 def write_table_md(
     path: Path,
-    rows: Sequence[VariantSummary],
+    summary: Summary,
     *,
     title: str,
     notes: Sequence[str] = (),
 ) -> None:
-    """``table.md``: a title, the table (and the context grid, if any), then how to read it."""
+    """``table.md``: a title, the caption, the table (and the context grid, if any), how to read it,
+    then the per-seed tests."""
+    rows = summary.rows
     base = rows[0].variant if rows else "-"
     grid = context_grid(rows)
     if grid:
@@ -156,28 +284,50 @@ def write_table_md(
             "",
             *grid,
         ]
+    per_seed = []
+    if any(row.tests for row in rows):
+        per_seed = [
+            f"Per seed: sacreBLEU on the run's test translations (`translations/`), the bootstrap "
+            f"estimate with its 95% confidence interval, and Δ and p against `{base}`'s run of the "
+            "same seed:",
+            "",
+            *seed_rows(rows),
+            "",
+        ]
     text = [
         f"# {title}",
         "",
-        *table_rows(rows),
+        caption(summary),
+        "",
+        *table_rows(rows, summary.seeds),
         *grid,
         "",
         f"- Baseline: `{base}` (the first variant). Added: parameters over it. Speed: training steps "
         "per second of training time after the first epoch (so without torch.compile's compilation; "
         "validation and checkpoints excluded), mean over seeds; `results.csv` also has each run's "
         "rate over its whole training time (`steps_per_s`).",
-        "- BLEU: sacreBLEU on test, mean ± sample sd over the seeds that finished; Δ: mean minus the "
-        "baseline's mean.",
-        f"- p: paired bootstrap (Koehn 2004), {BOOTSTRAP_SAMPLES} samples, one-sided (share of samples "
-        "where the variant is not better than the baseline), on the test translations of all seeds "
-        "both systems finished, concatenated seed by seed.",
+        "- BLEU: sacreBLEU on test, mean ± sample sd over the seeds that finished; Δ: mean over the "
+        "seeds both finished of (variant − baseline); p: two-sided, per seed, `—` where a seed has no "
+        "test.",
         *(f"- {note}" for note in notes),
         "",
+        *per_seed,
     ]
     path.write_text("\n".join(text), encoding="utf-8")
 
 
-def write_summary(path: Path, rows: Sequence[VariantSummary], **extra: Any) -> None:
-    """``summary.json``: the table's numbers, plus ``extra`` (config, command, signature)."""
-    payload = {**extra, "variants": [asdict(r) for r in rows]}
+def write_summary(path: Path, summary: Summary, **extra: Any) -> None:
+    """``summary.json``: ``extra`` (config, command, signature, references), the significance test
+    and the table's numbers."""
+    significance = {
+        "method": summary.method,
+        "description": describe_method(summary.method),
+        "signature": summary.test_signature,
+    }
+    payload = {
+        **extra,
+        "seeds": summary.seeds,
+        "significance": significance,
+        "variants": [asdict(r) for r in summary.rows],
+    }
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
