@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,20 +54,28 @@ def data_root() -> Path:
 _DATA_ROOT = data_root()  # read at import: some tests unset CSAN_DATA around themselves
 
 
-@pytest.fixture(scope="session")
-def multi30k_dir() -> Path:
-    """The real Multi30k folder (train/valid/test2016 .en/.de); skip when it is not here."""
-    folder = _DATA_ROOT / "multi30k"
-    needed = [
-        f"{split}.{lang}" for split in ("train", "valid", "test2016") for lang in ("en", "de")
-    ]
-    missing = [name for name in needed if not (folder / name).is_file()]
+def _real_data(name: str, label: str, found: Callable[[Path], list[str]]) -> Path:
+    """``$CSAN_DATA/<name>``, or a skip (a failure under ``CI=true``) naming what ``found`` says is
+    missing there."""
+    folder = _DATA_ROOT / name
+    missing = found(folder)
     if missing:
-        message = f"Multi30k not found at {folder} (lacks {', '.join(missing)}; set CSAN_DATA)"
+        message = f"{label} not found at {folder} (lacks {', '.join(missing)}; set CSAN_DATA)"
         if os.environ.get("CI", "").lower() == "true":  # CI must test with the data, not skip
             pytest.fail(message)
         pytest.skip(message)
     return folder
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path:
+    """The real Multi30k folder (train/valid/test2016 .en/.de); skip when it is not here."""
+    needed = [
+        f"{split}.{lang}" for split in ("train", "valid", "test2016") for lang in ("en", "de")
+    ]
+    return _real_data(
+        "multi30k", "Multi30k", lambda folder: [n for n in needed if not (folder / n).is_file()]
+    )
 
 
 @pytest.fixture(scope="session")
@@ -75,16 +83,10 @@ def mnist_dir() -> Path:
     """The real MNIST folder (the four IDX .gz files); skip when it is not here (fail under CI)."""
     from csan.spatial.mnist import MNIST_FILES
 
-    folder = _DATA_ROOT / "mnist"
-    missing = [
-        n for n in MNIST_FILES if not ((folder / n).is_file() or (folder / f"{n}.gz").is_file())
-    ]
-    if missing:
-        message = f"MNIST not found at {folder} (lacks {', '.join(missing)}; set CSAN_DATA)"
-        if os.environ.get("CI", "").lower() == "true":  # CI must test with the data, not skip
-            pytest.fail(message)
-        pytest.skip(message)
-    return folder
+    def missing(folder: Path) -> list[str]:
+        return [n for n in MNIST_FILES if not any((folder / f).is_file() for f in (n, f"{n}.gz"))]
+
+    return _real_data("mnist", "MNIST", missing)
 
 
 @pytest.fixture(scope="session")

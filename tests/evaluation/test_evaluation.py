@@ -3,14 +3,13 @@ test_significance.py)."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import sacrebleu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF
+from synthetic_corpus import BAD, GOOD, REFS
 
 from csan.errors import CsanError
 from csan.evaluation import (
@@ -21,42 +20,6 @@ from csan.evaluation import (
     score,
     sentence_stats,
 )
-
-WORDS = [
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "sat",
-    "ran",
-    "on",
-    "under",
-    "mat",
-    "house",
-    "red",
-    ";",
-    ".",
-    ",",
-]
-
-
-def corpus(n: int = 120, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 15))) for _ in range(n)]
-
-
-def corrupt(lines: list[str], rate: float, seed: int) -> list[str]:
-    """Replace each word with probability ``rate`` (a worse system for a higher rate)."""
-    rng = random.Random(seed)
-    return [
-        " ".join(rng.choice(WORDS) if rng.random() < rate else w for w in line.split())
-        for line in lines
-    ]
-
-
-REFS = corpus()
-GOOD = corrupt(REFS, 0.15, seed=1)
-BAD = corrupt(REFS, 0.45, seed=2)
 
 
 def test_score_matches_sacrebleu_and_signature():

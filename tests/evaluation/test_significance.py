@@ -4,51 +4,16 @@ test is two-sided, tells a clearly better system apart, and says what is wrong w
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from synthetic_corpus import BAD, GOOD, REFS, corrupt
 
 from csan.errors import CsanError
 from csan.evaluation import describe_method, paired_test
 
-WORDS = [
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "sat",
-    "ran",
-    "on",
-    "under",
-    "mat",
-    "house",
-    "red",
-    ";",
-    ".",
-    ",",
-]
-
-
-def corpus(n: int = 120, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 15))) for _ in range(n)]
-
-
-def corrupt(lines: list[str], rate: float, seed: int) -> list[str]:
-    """Replace each word with probability ``rate`` (a worse system for a higher rate)."""
-    rng = random.Random(seed)
-    return [
-        " ".join(rng.choice(WORDS) if rng.random() < rate else w for w in line.split())
-        for line in lines
-    ]
-
-
-REFS = corpus()
-GOOD = corrupt(REFS, 0.15, seed=1)
-BAD = corrupt(REFS, 0.45, seed=2)
 CLOSE_A, CLOSE_B = corrupt(REFS, 0.3, seed=10), corrupt(REFS, 0.3, seed=20)
 
 

@@ -1,5 +1,5 @@
 """The ``csan`` command line: train, translate, evaluate, info, average, bench, and the experiments
-(compare, ablate, analyze, plot).
+(compare, ablate, analyze, plot, stn).
 
 User mistakes (a bad file, an unknown option) print one line ``csan: error: ...`` and exit with
 status 2; no traceback. ``csan train`` stopped by SIGINT or SIGTERM saves a checkpoint and exits with

@@ -27,19 +27,25 @@ __all__ = [
     "cmd_evaluate",
     "cmd_info",
     "cmd_plot",
+    "cmd_stn",
     "cmd_train",
     "cmd_translate",
 ]
 
 
-def _load_cfg(args: argparse.Namespace):
-    from csan.config import load_config
-
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """The ``--set`` items, and ``--data-dir`` as ``data.data_dir``."""
     overrides = list(args.overrides)
     if getattr(args, "data_dir", None):
         overrides.append(f"data.data_dir={args.data_dir}")
+    return overrides
+
+
+def _load_cfg(args: argparse.Namespace):
+    from csan.config import load_config
+
     try:
-        return load_config(args.config, overrides)
+        return load_config(args.config, _overrides(args))
     except UnicodeDecodeError as e:
         raise CsanError(f"{args.config}: not UTF-8 text (byte {e.start})") from None
 
@@ -224,27 +230,28 @@ def _int_list(text: str, what: str) -> list[int]:
     return values
 
 
-def _experiment_command(args: argparse.Namespace, *parts: str) -> str:
+def _experiment_command(
+    args: argparse.Namespace, *parts: str, config_flag: str = "--config"
+) -> str:
+    """The command line an experiment records with its results (``config_flag``: ``--preset`` for
+    ``csan stn``)."""
     import shlex
 
     sets = [item for kv in args.overrides for item in ("--set", kv)]
     data = ["--data-dir", args.data_dir] if args.data_dir else []
-    return shlex.join(["csan", *parts, "--config", args.config, *sets, *data, "--out", args.out])
+    return shlex.join(["csan", *parts, config_flag, args.config, *sets, *data, "--out", args.out])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Train variants x seeds and write the paper's Table 1 layout (table.md, results.csv, bleu.png)."""
     from csan.experiments.compare import run_compare
 
-    overrides = list(args.overrides)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
     run_compare(
         args.config,
         [v for v in args.variants.split(",") if v.strip()],
         _int_list(args.seeds, "--seeds"),
         args.out,
-        overrides=overrides,
+        overrides=_overrides(args),
         progress=not args.no_progress,
         command=_experiment_command(
             args,
@@ -269,18 +276,31 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     """Validation BLEU over window M (csan1d) or head window N (csan2d): paper Fig. 2."""
     from csan.experiments.ablate import run_ablation
 
-    overrides = list(args.overrides)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
     run_ablation(
         args.config,
         args.variant,
         args.out,
         seeds=_int_list(args.seeds, "--seeds"),
         values=_int_list(args.values, "--values") if args.values else None,
-        overrides=overrides,
+        overrides=_overrides(args),
         progress=not args.no_progress,
         command=_experiment_command(args, "ablate", "--variant", args.variant),
+    )
+    return 0
+
+
+def cmd_stn(args: argparse.Namespace) -> int:
+    """Train rows x distortions x seeds on distorted MNIST (finished runs skipped, the others resumed)
+    and write table.md, results.csv, summary.json, machine.json, transforms-*.png and curves.png."""
+    from csan.experiments.stn import run_stn, stn_config
+
+    run_stn(
+        stn_config(args.config, list(args.overrides)),
+        args.out,
+        preset=args.config,
+        data_dir=args.data_dir,
+        train=not args.report_only,
+        command=_experiment_command(args, "stn", config_flag="--preset"),
     )
     return 0
 

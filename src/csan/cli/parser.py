@@ -14,10 +14,10 @@ from csan.cli.commands import (
     cmd_evaluate,
     cmd_info,
     cmd_plot,
+    cmd_stn,
     cmd_train,
     cmd_translate,
 )
-from csan.cli.stn import add_stn_command
 
 __all__ = ["build_parser"]
 
@@ -29,17 +29,25 @@ def _config_args(p: argparse.ArgumentParser) -> None:
         metavar="PRESET|FILE.yaml",
         help="preset name (see `csan info --presets`) or YAML file (default: multi30k-small)",
     )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field by dotted key, e.g. --set train.lr=5e-4 (repeatable)",
-    )
+    _set_arg(p, "override a config field by dotted key, e.g. --set train.lr=5e-4 (repeatable)")
     p.add_argument(
         "--data-dir", help="folder with <split>.<lang> files (default: $CSAN_DATA/<dataset>)"
     )
+
+
+def _set_arg(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help
+    )
+
+
+def _experiment_out_args(p: argparse.ArgumentParser, report_only: str | None = None) -> None:
+    """``--out`` of an experiment folder and, with its help text, ``--report-only``."""
+    p.add_argument(
+        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
+    )
+    if report_only:
+        p.add_argument("--report-only", action="store_true", help=report_only)
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
@@ -134,16 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         "is the baseline",
     )
     p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
-    p.add_argument(
-        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
+    _experiment_out_args(
+        p,
+        report_only="train nothing: write the table from the runs that finished, else from the "
+        "folder's results.csv and translations/ (a kept table gives the same files byte for byte)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument(
-        "--report-only",
-        action="store_true",
-        help="train nothing: write the table from the runs that finished, else from the folder's "
-        "results.csv and translations/ (a kept table gives the same files byte for byte)",
-    )
     p.add_argument(
         "--significance",
         choices=["bs", "ar"],
@@ -171,9 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="windows to try (csan1d default 1,3,...,15 and whole; csan2d head windows 1,3,...,H)",
     )
     p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
-    p.add_argument(
-        "--out", required=True, help="output folder (runs/ inside; finished runs skipped)"
-    )
+    _experiment_out_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_ablate)
 
@@ -228,5 +230,25 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", required=True, help="PNG file")
     q.set_defaults(func=cmd_plot)
 
-    add_stn_command(sub)
+    p = sub.add_parser(
+        "stn",
+        help="spatial transformers on distorted MNIST: the STN paper's Table 1 (table.md, PNGs)",
+        description=cmd_stn.__doc__,
+    )
+    p.add_argument(
+        "--preset",
+        dest="config",
+        metavar="PRESET",
+        default="mnist",
+        help="mnist (the whole table, a few hours on 2 cores), smoke (RTS, one seed: minutes), tiny",
+    )
+    _set_arg(p, "override a setting, e.g. --set epochs=5 --set distortions=R,RTS (repeatable)")
+    p.add_argument(
+        "--data-dir",
+        help="folder with the four MNIST files (default: $CSAN_DATA/mnist, else download)",
+    )
+    _experiment_out_args(
+        p, report_only="train nothing: write the table from the runs that finished"
+    )
+    p.set_defaults(func=cmd_stn)
     return parser

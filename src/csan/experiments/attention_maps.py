@@ -27,6 +27,7 @@ from torch import Tensor
 from csan.data import SubwordModel
 from csan.decoding.translate import translate_lines
 from csan.errors import CsanError
+from csan.experiments.plots import pyplot, save_figure
 from csan.textio import normalize
 
 __all__ = ["AttentionMap", "plot_attention", "sentence_attention"]
@@ -128,11 +129,7 @@ def sentence_attention(
 
 def plot_attention(amap: AttentionMap, path: str | Path, *, max_cols: int = 4) -> Path:
     """Write a grid of heat maps (one per query head) with the pieces as tick labels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     w = amap.weights
     heads, t_q = w.shape[0], w.shape[1]
     split = w.dim() == 4
@@ -165,9 +162,4 @@ def plot_attention(amap: AttentionMap, path: str | Path, *, max_cols: int = 4) -
             ax.set_xticks(range(t_k), amap.keys, rotation=90, fontsize=6)
         ax.set_title(f"head {h}", fontsize=8)
     fig.suptitle(f"{amap.side} layer {amap.layer}: {amap.variant}", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, Path(path))

@@ -15,10 +15,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ablation_lines", "bleu_bars", "convergence_plot", "ngram_gap_plot"]
+__all__ = [
+    "ablation_lines",
+    "bleu_bars",
+    "convergence_plot",
+    "ngram_gap_plot",
+    "pyplot",
+    "save_figure",
+]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,12 +35,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path, *, dpi: int = 120) -> Path:
+    """Lay out ``fig``, write it to ``path`` (its folder made), close it; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
     return path
 
 
@@ -41,7 +50,7 @@ def bleu_bars(
 ) -> Path:
     """Bars of mean test BLEU per ``(variant, mean, sd)`` with ± sd error bars, the first one the
     baseline (dashed); a variant whose mean is None failed and is drawn empty."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(rows) + 1.5), 3.8))
     names = [name for name, _, _ in rows]
     means = [mean if mean is not None else 0.0 for _, mean, _ in rows]
@@ -60,7 +69,7 @@ def bleu_bars(
     ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("test BLEU (mean ± sd)")
     ax.set_title(title, fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def ablation_lines(
@@ -72,7 +81,7 @@ def ablation_lines(
     title: str = "",
 ) -> Path:
     """Validation BLEU (mean, sd) over labelled x values (``"1"``, ..., ``"whole"``), vanilla dashed."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.5))
     xs = [i for i, (_, mean, _) in enumerate(points) if mean is not None]
     means = [points[i][1] for i in xs]
@@ -85,7 +94,7 @@ def ablation_lines(
     ax.set_ylabel("validation BLEU")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def ngram_gap_plot(
@@ -96,7 +105,7 @@ def ngram_gap_plot(
 ) -> Path:
     """Two panels over n = ``orders``: each system's ``(precision gap, BLEU-n gap)`` per order, to
     the ``baseline``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.4))
     width = 0.8 / max(len(gaps), 1)
     for k, (name, rows) in enumerate(gaps.items()):
@@ -110,7 +119,7 @@ def ngram_gap_plot(
         ax.set_xlabel("n")
         ax.set_ylabel(f"Δ {what} vs {baseline}")
     axes[1].legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def convergence_plot(
@@ -121,7 +130,7 @@ def convergence_plot(
 ) -> Path:
     """Validation token accuracy against epochs, one line per ``(run, [(epoch, accuracy), ...])``,
     thresholds dotted."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for name, points in runs:
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=name)
@@ -130,4 +139,4 @@ def convergence_plot(
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation token accuracy")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)

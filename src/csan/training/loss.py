@@ -49,9 +49,12 @@ class _SmoothedNLL(torch.autograd.Function):
 
 
 def label_smoothed_nll(
-    logits: Tensor, target: Tensor, *, epsilon: float, ignore_index: int = -100
+    logits: Tensor, target: Tensor, *, epsilon: float, ignore_index: int | None = -100
 ) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed plain NLL.
+
+    Targets equal to ``ignore_index`` are left out; ``ignore_index=None`` says there are none, which
+    spares the check (a host sync, and a graph break under ``torch.compile``).
 
     The smoothed target puts ``1 - epsilon`` on the reference token and ``epsilon / V`` on every token
     (the reference included), as ``torch.nn.functional.cross_entropy(label_smoothing=epsilon)``:
@@ -68,9 +71,10 @@ def label_smoothed_nll(
         >>> bool(torch.isclose(label_smoothed_nll(x, t, epsilon=0.1)[0], ref))
         True
     """
-    keep = target.ne(ignore_index)
-    if not bool(keep.all()):
-        logits, target = logits[keep], target[keep]
+    if ignore_index is not None:
+        keep = target.ne(ignore_index)
+        if not bool(keep.all()):
+            logits, target = logits[keep], target[keep]
     loss, nll = _SmoothedNLL.apply(logits, target, epsilon)
     return loss.sum(), nll.sum()
 
@@ -111,10 +115,8 @@ class TranslationLoss(nn.Module):
             logits = model.project(model.decode_hidden(tgt_in, enc)[mask])
         else:
             logits = model.decode(tgt_in, enc)[mask]
-        # ``target`` holds no padding, so the smoothed NLL is called without the keep-mask check
-        # (whose ``bool()`` would break a compiled graph and print dynamo's warning to the user).
-        loss, nll = _SmoothedNLL.apply(logits, target, self.epsilon)
-        loss, nll = loss.sum(), nll.sum()
+        # ``target`` holds no padding: no check (it would break the compiled graph)
+        loss, nll = label_smoothed_nll(logits, target, epsilon=self.epsilon, ignore_index=None)
         correct = torch.zeros((), dtype=torch.long)
         if self.count_correct:
             with torch.no_grad():

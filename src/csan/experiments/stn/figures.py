@@ -10,23 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from csan.experiments.plots import pyplot, save_figure
 from csan.experiments.stn.data import as_input
 from csan.spatial import SpatialTransformer
 
 __all__ = ["curves_figure", "transforms_figure"]
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _outline(points: torch.Tensor, size: int) -> tuple[list[float], list[float]]:
@@ -43,7 +34,7 @@ def transforms_figure(
     st: SpatialTransformer, images: torch.Tensor, path: Path, *, title: str = ""
 ) -> Path:
     """Inputs ``images`` (N, S, S) uint8 over what ``st`` outputs for them; writes ``path`` (PNG)."""
-    plt = _pyplot()
+    plt = pyplot()
     st.eval()
     x = as_input(images)
     theta = st.localize(x)
@@ -66,14 +57,14 @@ def transforms_figure(
     axes[1, 0].set_ylabel("transformed", fontsize=8)
     if title:
         fig.suptitle(title, fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=110)
 
 
 def curves_figure(
     curves: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], path: Path
 ) -> Path:
     """``curves[distortion][row label]`` = [(step, test error %), ...]; one panel per distortion."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(curves)
     fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 3.0))
     axes = list(axes) if len(names) > 1 else [axes]
@@ -88,13 +79,4 @@ def curves_figure(
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("test error (%), curve subset", fontsize=8)
     axes[-1].legend(fontsize=7)
-    return _save(fig, path)
-
-
-def _save(fig: Any, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
