@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +41,7 @@ from csan.errors import CsanError
 from csan.evaluation import describe_method
 from csan.experiments.grid import RunRecord, run_grid, write_machine
 from csan.experiments.plots import bleu_bars
+from csan.experiments.recorded import recorded_command
 from csan.experiments.report import (
     read_results_csv,
     write_results_csv,
@@ -170,7 +170,7 @@ def run_compare(
         overrides=list(overrides),
         signature=signature,
         references=refs.to_dict() if refs else None,
-        command=command if train else _recorded_command(previous, command),
+        command=command if train else recorded_command((previous or {}).get("command"), command),
     )
     seeds_text = ", ".join(map(str, seeds))
     bars = [(r.variant, r.bleu_mean, r.bleu_sd) for r in summary.rows]
@@ -212,27 +212,3 @@ def _keep(out: Path, record: RunRecord) -> RunRecord:
     if record.status != "ok" or hyp is None or hyp.parent == out / TRANSLATIONS:
         return record
     return replace(record, hyp_file=str(keep_translation(out, Path(record.run_dir), hyp)))
-
-
-def _recorded_command(previous: dict[str, Any] | None, command: str | None) -> str | None:
-    """A report's command: the recorded one when the two differ only in ``--out`` (a copied folder).
-
-    Example:
-        >>> old = {"command": "csan compare --variants vanilla --seeds 1 --config tiny --out runs/t"}
-        >>> _recorded_command(old, "csan compare --variants vanilla --seeds 1 --config tiny --out kept/t")
-        'csan compare --variants vanilla --seeds 1 --config tiny --out runs/t'
-        >>> _recorded_command(old, "csan compare --variants vanilla --seeds 1,2 --config tiny --out runs/t")
-        'csan compare --variants vanilla --seeds 1,2 --config tiny --out runs/t'
-    """
-    old = (previous or {}).get("command")
-    if old and command and _without_out(old) == _without_out(command):
-        return old
-    return command
-
-
-def _without_out(command: str) -> list[str]:
-    parts = shlex.split(command)
-    if "--out" in parts:
-        i = parts.index("--out")
-        del parts[i : i + 2]
-    return parts

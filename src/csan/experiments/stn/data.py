@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from csan.spatial.distortions import DISTORTIONS, distort
+from csan.spatial.distortions import DISTORTIONS, IMAGE_SIZES, distort
 from csan.spatial.mnist import load_mnist
 
 __all__ = ["DistortedSet", "as_input", "data_seed_of", "load_distorted"]
@@ -51,11 +51,18 @@ def load_distorted(
     data_seed: int,
     data_dir: str | Path | None = None,
 ) -> DistortedSet:
-    """Read MNIST (checksums verified; see :func:`csan.spatial.mnist_dir`) and distort both splits."""
+    """Read MNIST (checksums verified; see :func:`csan.spatial.mnist_dir`) and distort both splits.
+
+    ``train_images=0`` gives an empty training split without reading or distorting it.
+    """
     sets = {}
     for split, n in (("train", train_images), ("test", test_images)):
         images, labels = load_mnist(split, data_dir=data_dir)  # type: ignore[arg-type]
         seed = data_seed_of(data_seed, distortion, split)
+        if n == 0:  # a report reads the test split only
+            size = IMAGE_SIZES[distortion]
+            sets[split] = (torch.empty(0, size, size, dtype=torch.uint8), labels[:0].clone())
+            continue
         sets[split] = (distort(images[:n].contiguous(), distortion, seed=seed), labels[:n].clone())
     return DistortedSet(distortion, *sets["train"], *sets["test"])
 

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import statistics
@@ -186,16 +187,15 @@ def write_table(
     lines += ["", *[f"- {n}" for n in notes]]
     path = Path(out_dir) / "table.md"
     atomic_write_text(path, "\n".join(lines).rstrip() + "\n")
-    with open(Path(out_dir) / "results.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+    f = io.StringIO(newline="")
+    writer = csv.writer(f)
+    writer.writerow(["row", "distortion", "seeds", "mean", "sd", "delta", "wins", "losses", "p"])
+    for rec in records:
         writer.writerow(
-            ["row", "distortion", "seeds", "mean", "sd", "delta", "wins", "losses", "p"]
-        )
-        for rec in records:
-            writer.writerow(
-                [rec["row"], rec["distortion"], len(rec["errors"]), rec["mean"], rec["sd"],
-                 rec.get("delta"), rec.get("wins"), rec.get("losses"), rec.get("p")]
-            )  # fmt: skip
+            [rec["row"], rec["distortion"], len(rec["errors"]), rec["mean"], rec["sd"],
+             rec.get("delta"), rec.get("wins"), rec.get("losses"), rec.get("p")]
+        )  # fmt: skip
+    atomic_write_text(Path(out_dir) / "results.csv", f.getvalue())
     return path
 
 

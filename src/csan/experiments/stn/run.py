@@ -7,7 +7,10 @@ Then:
 - ``DIR/table.md`` and ``DIR/results.csv``: test error mean ± sd per row and distortion, the paired
   sign test against the baseline row (:mod:`csan.experiments.stn.report`), the published numbers;
 - ``DIR/summary.json``: the same numbers, the settings and the command;
-- ``DIR/machine.json``: the machine (:func:`csan.machine.machine_info`), with the settings;
+- ``DIR/machine.json``: the machine (:func:`csan.machine.machine_info`), with the settings (written
+  when training; a report keeps it, and the recorded command when only ``--out`` differs, so a kept
+  folder of ``predictions.txt``, ``result.json`` and ``run.json`` files, without the weights, gives the
+  same ``table.md``, ``results.csv`` and ``summary.json`` byte for byte);
 - ``DIR/transforms-RTS.png``, ``DIR/transforms-clutter.png``: inputs and what the affine transformer
   made of them; ``DIR/curves.png``: test error over training steps.
 """
@@ -27,6 +30,7 @@ import torch
 from safetensors.torch import load_file
 
 from csan.errors import CsanError
+from csan.experiments.recorded import recorded_command
 from csan.experiments.stn.config import PRESET_NOTES, StnConfig
 from csan.experiments.stn.data import DistortedSet, load_distorted
 from csan.experiments.stn.figures import curves_figure, transforms_figure
@@ -61,10 +65,14 @@ def run_stn(
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cfg.threads)
     settings = dataclasses.asdict(cfg)
-    machine = machine_info("cpu", threads_setting=cfg.threads, command=command, preset=preset)
-    atomic_write_text(
-        out / "machine.json", json.dumps({**machine, "settings": settings}, indent=2) + "\n"
-    )
+    # a report keeps the record of the machine that trained
+    if train or not (out / "machine.json").is_file():
+        machine = machine_info("cpu", threads_setting=cfg.threads, command=command, preset=preset)
+        atomic_write_text(
+            out / "machine.json", json.dumps({**machine, "settings": settings}, indent=2) + "\n"
+        )
+    if not train:
+        command = recorded_command(_previous_command(out), command)
     failures: list[str] = []
     labels: dict[str, torch.Tensor] = {}
     sets: dict[str, DistortedSet] = {}
@@ -80,7 +88,7 @@ def run_stn(
         started = time.perf_counter()
         data = load_distorted(
             d,
-            train_images=cfg.train_images,
+            train_images=cfg.train_images if pending and train else 0,
             test_images=cfg.test_images,
             data_seed=cfg.data_seed,
             data_dir=data_dir,
@@ -104,6 +112,14 @@ def run_stn(
                 failures.append(f"{d} {r} seed {s}: {type(e).__name__}: {e}")
                 say(f"  failed: {failures[-1]} (see {run_dir / 'error.txt'})")
     return _report(cfg, out, labels, sets, failures, preset=preset, command=command, say=say)
+
+
+def _previous_command(out: Path) -> str | None:
+    """The command recorded in ``out/summary.json`` (None when there is none to read)."""
+    try:
+        return json.loads((out / "summary.json").read_text(encoding="utf-8")).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _needs_data_for_report(out: Path, cfg: StnConfig, distortion: str) -> bool:
@@ -190,6 +206,9 @@ def _figures(
             FIGURE_ROW, image_size=data.image_size, st_output=cfg.st_output, tps_grid=cfg.tps_grid
         )
         run_dir = out / "runs" / d / f"{FIGURE_ROW}-seed{seed}"
+        if not (run_dir / "model.safetensors").is_file():  # a kept table keeps no weights
+            say(f"transforms-{d}.png kept as it is: {run_dir / 'model.safetensors'} is not there")
+            continue
         model.load_state_dict(load_file(str(run_dir / "model.safetensors")))
         st = transformer_of(model)
         if st is None:
