@@ -104,6 +104,27 @@ def test_resuming_with_other_settings_is_refused(tmp_path, mnist_dir):
         stn_train.train_run(other, row="cnn", seed=1, data=data, run_dir=run, say=print)
 
 
+def test_a_transformer_setting_binds_only_the_runs_it_changes(tmp_path, mnist_dir):
+    data = load_distorted("RTS", train_images=200, test_images=100, data_seed=0, data_dir=mnist_dir)
+    cfg, zoom = stn_config("tiny"), stn_config("tiny", ["st_output=30"])
+    for row in ("cnn", "st-cnn-affine"):
+        (tmp_path / row).mkdir()
+        settings = stn_train.run_settings(cfg, row, 1, "RTS")
+        (tmp_path / row / "run.json").write_text(json.dumps(settings))
+    with pytest.raises(CsanError, match=r"other settings \(st_output: None -> 30\)"):
+        stn_train.train_run(
+            zoom,
+            row="st-cnn-affine",
+            seed=1,
+            data=data,
+            run_dir=tmp_path / "st-cnn-affine",
+            say=print,
+        )
+    # the CNN has no transformer, so the zoom table may resume (or reuse) the plain table's CNN run
+    stn_train.train_run(zoom, row="cnn", seed=1, data=data, run_dir=tmp_path / "cnn", say=print)
+    assert (tmp_path / "cnn" / "result.json").is_file()
+
+
 @pytest.mark.parametrize("row", sorted(ROWS))
 @pytest.mark.parametrize("size", [28, 42, 60])
 def test_every_row_classifies_every_image_size(row, size):

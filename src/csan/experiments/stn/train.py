@@ -32,7 +32,7 @@ from csan.checkpoint.trainer_state import optimizer_from_files, optimizer_to_fil
 from csan.errors import CsanError
 from csan.experiments.stn.config import RUN_KEYS, StnConfig
 from csan.experiments.stn.data import DistortedSet, as_input
-from csan.experiments.stn.models import build_model, count_parameters
+from csan.experiments.stn.models import ROWS, build_model, count_parameters
 from csan.textio import atomic_write_text
 
 __all__ = ["EVAL_BATCH", "epoch_order", "evaluate", "run_settings", "train_run"]
@@ -64,8 +64,29 @@ def evaluate(model: nn.Module, images: Tensor, labels: Tensor) -> float:
 
 
 def run_settings(cfg: StnConfig, row: str, seed: int, distortion: str) -> dict[str, Any]:
-    """What defines a run (``run.json``): the row, seed, distortion and the :data:`RUN_KEYS` settings."""
-    settings = {key: getattr(cfg, key) for key in RUN_KEYS}
+    """What defines a run (``run.json``): the row, seed, distortion and the :data:`RUN_KEYS` settings.
+
+    The transformers' own settings are left out of the runs they do not change (``st_output`` where
+    the row has no transformer at the input, ``tps_grid`` where it has no TPS one, ``st_lr_scale``
+    where it has none), so a finished CNN run can stand in a zoom table as it is.
+
+    Example:
+        >>> from csan.experiments.stn.config import stn_config
+        >>> cfg = stn_config("tiny", ["st_output=30"])
+        >>> "st_output" in run_settings(cfg, "cnn", 1, "RTS")
+        False
+        >>> run_settings(cfg, "st-cnn-affine", 1, "RTS")["st_output"]
+        30
+    """
+    spec = ROWS[row]
+    unused = set()
+    if spec.transform is None or spec.placement != "input":
+        unused.add("st_output")
+    if spec.transform != "tps":
+        unused.add("tps_grid")
+    if spec.transform is None:
+        unused.add("st_lr_scale")
+    settings = {key: getattr(cfg, key) for key in RUN_KEYS if key not in unused}
     return {"row": row, "seed": seed, "distortion": distortion, **settings}
 
 
