@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import math
@@ -59,8 +60,14 @@ def sign_test(*, wins: int, losses: int) -> float:
 
 
 def read_predictions(run_dir: Path) -> torch.Tensor:
-    lines = (Path(run_dir) / "predictions.txt").read_text(encoding="utf-8").split()
-    return torch.tensor([int(v) for v in lines])
+    """A run's predicted classes, one per test image: ``predictions.txt``, or ``predictions.txt.gz`` in
+    a kept folder."""
+    path = Path(run_dir) / "predictions.txt"
+    if not path.is_file() and path.with_suffix(".txt.gz").is_file():
+        text = gzip.decompress(path.with_suffix(".txt.gz").read_bytes()).decode("utf-8")
+    else:
+        text = path.read_text(encoding="utf-8")
+    return torch.tensor([int(v) for v in text.split()])
 
 
 def paired_test(
