@@ -95,12 +95,11 @@ PRESETS = {
 
 PRESET_NOTES = {
     "mnist": (
-        "Sized on this project's 2-core AMD EPYC (AVX512), one torch thread, with other jobs running "
-        "(load 4-5): single runs of this preset took 0.7 min (R, CNN), 1.2 min (R, ST-CNN TPS), "
-        "2.1 min (RTS, ST-CNN affine), 3.5 min (cluttered, CNN) and 5.0 min (cluttered, ST-CNN TPS); "
-        "with the other rows scaled by their measured step times, one seed of the 6 rows takes about "
-        "4.5 min on each 28x28 distortion, 9 min on RTS and 19 min on cluttered MNIST, so the 90 runs "
-        "take about 2.1 hours of training and about 2.5 hours in all (test scores, data)."
+        "Measured on this project's 2-core AMD EPYC (AVX512), 2026-11-23, one torch thread a run, two "
+        "runs at a time: a run takes 0.1 min (FCN, 28x28) to 5 min (ST-CNN, cluttered); one seed of "
+        "the 6 rows about 4.5 min on R, P or E, 8 min on RTS and 19 min on cluttered MNIST, so the 90 "
+        "runs take about 2 hours of training (one process: one run at a time, each a little faster). "
+        "A table's training-time total also counts any run slowed by other jobs on the CPU."
     ),
 }
 
