@@ -30,6 +30,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 MAIN_JOB_FOLDERS = {
     "main-multi30k-small-cpu-2026-11-21",
     "main-multi30k-small-native-bf16-2026-11-23",
+    "main-multi30k-small-native-bf16-idle-2026-11-23",
 }
 
 
