@@ -13,12 +13,15 @@ normaliser or a missed all-reduce, each of which moves the loss by far more (~1-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -51,15 +54,41 @@ def records(run: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
 
 
-def torchrun(nproc: int, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc_per_node={nproc}", "-m", "csan", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m csan ARGS`` under torchrun; a hang fails with every process's Python stack.
+
+    (20 tiny steps take ~20 s; on a timeout each process of the session gets SIGABRT, which
+    ``PYTHONFAULTHANDLER`` turns into a traceback of all its threads on stderr.)
+    """
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={nproc}", "-m", "csan", *args]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
     )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pids = subprocess.run(
+            ["pgrep", "-s", str(proc.pid)], capture_output=True, text=True
+        ).stdout.split()
+        tree = subprocess.run(
+            ["ps", "-o", "pid,ppid,stat,etime,args", "-s", str(proc.pid)],
+            capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGABRT)
+        time.sleep(2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(
+            f"torchrun still running after {timeout:.0f} s; processes:\n{tree}\n"
+            f"stdout:\n{out[-3000:]}\nstderr (stacks after SIGABRT):\n{err[-12000:]}"
+        )
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def test_two_processes_match_one_with_update_freq_2(

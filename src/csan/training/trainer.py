@@ -43,7 +43,7 @@ from csan.machine import (
 )
 from csan.models import build_model
 from csan.training.data import TrainingData, load_training_data
-from csan.training.distributed import DistInfo, init_distributed, shutdown
+from csan.training.distributed import DistInfo, barrier, init_distributed, shutdown
 from csan.training.final_model import score_tests, write_final_model
 from csan.training.loss import TranslationLoss
 from csan.training.prepare import (
@@ -403,6 +403,9 @@ class Trainer:
         if self.is_main:
             write_results(self.out / "results.json", result, machine_info(self.device))
             self.say(result.summary())
+        # every rank leaves the process group together: a rank that tears its group down while rank 0
+        # still writes the final model is the pattern PyTorch's docs warn can hang the shutdown
+        barrier(self.dist)
         return result
 
 
