@@ -88,3 +88,26 @@ def fake_train() -> FakeTrain:
 
     train.calls = calls  # type: ignore[attr-defined]
     return train
+
+
+@pytest.fixture
+def fake_evaluate() -> Callable[..., None]:
+    """A stand-in for ``csan.training.final_model.evaluate_test`` (no model needed).
+
+    It writes ``<run>/<name>.hyp``: of the split's 16 references, the first ``w`` are copied and the
+    rest replaced by "x", ``w`` being the fake trainer's validation BLEU (the window, or 10), so
+    a wider window scores higher. Its ``calls`` list records the run folders.
+    """
+    calls: list[Path] = []
+
+    def evaluate(model_dir, split, cfg, run_dir, *, device, name=None) -> dict:
+        run_dir = Path(run_dir)
+        calls.append(run_dir)
+        valid = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+        keep = int(valid["bleu"])
+        hyps = [ref if i < keep else "x" for i, ref in enumerate(split.tgt_text)]
+        (run_dir / f"{name}.hyp").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        return {}
+
+    evaluate.calls = calls  # type: ignore[attr-defined]
+    return evaluate

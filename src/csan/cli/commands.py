@@ -273,7 +273,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    """Validation BLEU over window M (csan1d) or head window N (csan2d): paper Fig. 2."""
+    """Validation BLEU over window M (csan1d) or head window N (csan2d): paper Fig. 2.
+
+    Each final model translates the validation split (beam search); the translations are kept in
+    translations/ and --report-only rescores them."""
     from csan.experiments.ablate import run_ablation
 
     run_ablation(
@@ -285,6 +288,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         overrides=_overrides(args),
         progress=not args.no_progress,
         command=_experiment_command(args, "ablate", "--variant", args.variant),
+        train=not args.report_only,
     )
     return 0
 

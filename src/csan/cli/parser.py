@@ -175,7 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="windows to try (csan1d default 1,3,...,15 and whole; csan2d head windows 1,3,...,H)",
     )
     p.add_argument("--seeds", default="1", help="comma list of training seeds (default 1)")
-    _experiment_out_args(p)
+    _experiment_out_args(
+        p,
+        report_only="train and translate nothing: write the table from the runs that finished, "
+        "else from the folder's ablation CSV and translations/ (a kept sweep gives the same files)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_ablate)
 

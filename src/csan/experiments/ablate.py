@@ -11,33 +11,55 @@ written into a ``csan compare`` output folder (same config and seeds) reuses tho
 
 Every point is a training run in the paper's placement (the lower half of the encoder, see
 :mod:`csan.experiments.variants`), trained by the same machinery as ``csan compare`` into
-``DIR/runs/<label>-seed<seed>/`` (finished runs are skipped), next to a ``vanilla`` baseline run. The
-measure is the BLEU of the **last** validation (greedy decoding; ``train.valid_bleu`` is switched on and
-test scoring off unless a ``--set`` says otherwise). Outputs: ``ablation-<variant>.csv`` (one row per
-run), ``ablation-<variant>.md`` (mean ± sd per point), ``ablation-<variant>.png`` (vanilla dashed) and
-``machine-ablation-<variant>.json``.
+``DIR/runs/<label>-seed<seed>/`` (finished runs are skipped), next to a ``vanilla`` baseline run.
+
+The measure is the BLEU of each run's final model on the **validation** split, decoded as the test
+split is (beam search with the config's ``decode`` settings) and scored with sacreBLEU: every run's
+translations are written to ``runs/<run>/valid.hyp`` (a reused ``csan compare`` run gets them too) and
+kept as ``DIR/translations/<run>.valid.hyp.gz``, and the table's BLEU is computed from the kept file.
+So ``--report-only`` on a folder holding only the outputs and ``translations/`` (a kept ablation,
+without its runs) writes the same ``ablation-<variant>.md`` and ``.csv`` byte for byte. The greedy BLEU
+of each run's last validation is recorded beside it (``greedy_valid_bleu``). Outputs:
+``ablation-<variant>.csv`` (one row per run), ``ablation-<variant>.md`` (mean ± sd per point, the
+references' sha256), ``ablation-<variant>.png`` (vanilla dashed) and ``machine-ablation-<variant>.json``.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import inspect
+import os
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from csan.attention.csan import Csan1dSelfAttention, Csan2dSelfAttention
 from csan.config import Config, load_config
+from csan.data.corpus import read_parallel
 from csan.errors import CsanError
+from csan.evaluation import score
 from csan.experiments.grid import RunRecord, run_grid, write_machine
 from csan.experiments.plots import ablation_lines
+from csan.experiments.translations import (
+    TRANSLATIONS,
+    References,
+    keep_translation,
+    read_translations,
+)
 from csan.experiments.variants import Variant, lower_half, resolve_variants
+from csan.machine import pick_device
+from csan.training.data import corpus_files
+from csan.training.final_model import evaluate_test
 
-__all__ = ["ABLATE_DEFAULTS", "ablation_points", "run_ablation"]
+__all__ = ["ABLATE_DEFAULTS", "ablation_points", "run_ablation", "valid_references"]
 
 ABLATE_DEFAULTS = ("train.valid_bleu=true", "train.evaluate_test=false")
+VALID = "valid"  # the split the sweep is scored on (the paper's Fig. 2: its development set)
+EvaluateFn = Callable[..., Any]  # csan.training.final_model.evaluate_test's signature
 CSAN2D_WINDOW = 11
 
 
@@ -93,11 +115,54 @@ def _option(cfg: Config, variant: str, name: str) -> Any:
     return configured.get(name, inspect.signature(cls).parameters[name].default)
 
 
-def _stats(records: Sequence[RunRecord]) -> tuple[float | None, float | None]:
-    values = [r.valid_bleu for r in records if r.status == "ok" and r.valid_bleu is not None]
+def _stats(values: Sequence[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+@dataclass
+class _Point:
+    """One run of the sweep as the table sees it: its record and the BLEU of its kept translations."""
+
+    record: RunRecord
+    label: str  # the x value ("vanilla" for the baseline)
+    hyp_file: str = ""  # translations/<run>.valid.hyp.gz
+    bleu: float | None = None
+
+
+def valid_references(cfg: Config) -> tuple[list[str], References]:
+    """The validation split's source lines and its references (file, lines, sha256).
+
+    Example (a folder with a two-line ``valid`` split)::
+
+        src, refs = valid_references(load_config("tiny", ["data.data_dir=my-corpus"]))
+    """
+    files = corpus_files(cfg.data, with_test=False, download=False)
+    src, tgt = files["valid"]
+    pairs = read_parallel(src, tgt)
+    refs = References(tgt, [t for _, t in pairs], hashlib.sha256(tgt.read_bytes()).hexdigest())
+    return [s for s, _ in pairs], refs
+
+
+def _translate_valid(
+    record: RunRecord, cfg: Config, src: list[str], refs: References, evaluate_fn: EvaluateFn
+) -> None:
+    """Write ``runs/<run>/valid.hyp`` by decoding the run's final model, unless it is there."""
+    run_dir = Path(record.run_dir)
+    if not (run_dir / f"{VALID}.hyp").is_file():
+        split = SimpleNamespace(src_text=src, tgt_text=refs.lines)
+        evaluate_fn(
+            run_dir / "model", split, cfg, run_dir, device=pick_device(cfg.train.device), name=VALID
+        )
+
+
+def _kept_rows(path: Path) -> dict[tuple[str, int], dict[str, str]]:
+    """The rows of an earlier ``ablation-<variant>.csv`` by (run folder variant, seed)."""
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {(row["variant"], int(row["seed"])): row for row in csv.DictReader(f)}
 
 
 def run_ablation(
@@ -109,24 +174,38 @@ def run_ablation(
     values: Sequence[int] | None = None,
     overrides: Sequence[str] = (),
     train_fn: Any = None,
+    evaluate_fn: EvaluateFn | None = None,
     progress: bool = False,
     say: Callable[[str], None] = print,
     command: str | None = None,
+    train: bool = True,
 ) -> list[tuple[str, float | None, float | None]]:
-    """Train the sweep and the vanilla baseline; write the CSV, table and plot; return the points."""
+    """Train the sweep and the vanilla baseline, translate the validation split with every final
+    model, keep the translations; write the CSV, table and plot; return the points.
+
+    ``train=False`` (``--report-only``): nothing is trained or translated; a run that has not
+    finished in ``runs/`` is taken from the folder's own ``ablation-<variant>.csv`` and its kept
+    translations, so a kept ablation (without ``runs/``) gives its table back byte for byte.
+    ``evaluate_fn``: what decodes a split (default :func:`csan.training.final_model.evaluate_test`).
+    """
+    evaluate_fn = evaluate_fn or evaluate_test
     base_cfg = load_config(source, [*ABLATE_DEFAULTS, *overrides])
     points = ablation_points(variant, base_cfg, values)
     baseline = resolve_variants(["vanilla"], base_cfg)[0]
+    labels = {v.name: label for label, v in points}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_machine(
-        out,
-        base_cfg,
-        name=f"machine-ablation-{variant}.json",  # beside a `csan compare`'s machine.json
-        command=command,
-        config=source,
-        overrides=list(overrides),
-    )
+    stem = out / f"ablation-{variant}"
+    machine = out / f"machine-ablation-{variant}.json"  # beside a `csan compare`'s machine.json
+    if train or not machine.is_file():
+        write_machine(
+            out,
+            base_cfg,
+            name=machine.name,
+            command=command,
+            config=source,
+            overrides=list(overrides),
+        )
     records = run_grid(
         source,
         [baseline, *(v for _, v in points)],
@@ -137,15 +216,41 @@ def run_ablation(
         train_fn=train_fn,
         progress=progress,
         say=say,
+        train=train,
     )
-    by_name = {
-        name: [r for r in records if r.variant == name] for name in {r.variant for r in records}
-    }
-    curve = [(label, *_stats(by_name[v.name])) for label, v in points]
-    base_mean, base_sd = _stats(by_name[baseline.name])
+    src, refs = valid_references(base_cfg)
+    kept = {} if train else _kept_rows(stem.with_suffix(".csv"))
+    table: list[_Point] = []
+    for r in records:
+        label = labels.get(r.variant, "vanilla")
+        row = kept.get((r.variant, r.seed))
+        if r.status == "not run" and row is not None and row["status"] != "not run":
+            r = _record_from_row(row)  # a kept run: its record and translations, no folder
+            table.append(_Point(r, label, row["hyp_file"] if r.status == "ok" else ""))
+        elif r.status == "ok":
+            hyp = Path(r.run_dir) / f"{VALID}.hyp"
+            if train:
+                _translate_valid(r, base_cfg, src, refs, evaluate_fn)
+            if not hyp.is_file():
+                raise CsanError(
+                    f"{hyp}: no validation translations (run the command without --report-only)"
+                )
+            rel = keep_translation(out, Path(r.run_dir), hyp).relative_to(out).as_posix()
+            table.append(_Point(r, label, rel))
+        else:
+            table.append(_Point(r, label))
+    for p in table:
+        if p.hyp_file:
+            p.bleu = score(read_translations(out / p.hyp_file), refs.lines).bleu
+
+    def values_of(name: str) -> list[float]:
+        return [p.bleu for p in table if p.record.variant == name and p.bleu is not None]
+
+    curve = [(label, *_stats(values_of(v.name))) for label, v in points]
+    base_mean, base_sd = _stats(values_of(baseline.name))
     axis = "window M" if variant == "csan1d" else f"head window N (window {CSAN2D_WINDOW})"
-    stem = out / f"ablation-{variant}"
-    _write_csv(stem.with_suffix(".csv"), records, {v.name: label for label, v in points})
+    _write_csv(stem.with_suffix(".csv"), table)
+    dc = base_cfg.decode
     lines = [
         f"# {variant}: validation BLEU over the {axis} — after Yang et al. 2019, Fig. 2",
         "",
@@ -153,17 +258,21 @@ def run_ablation(
         "|---|---:|---:|---:|",
     ]
     for (label, mean, sd), (_, v) in zip(curve, points):
-        failed = sum(r.status != "ok" for r in by_name[v.name])
+        failed = sum(p.record.status == "failed" for p in table if p.record.variant == v.name)
         delta = "—" if mean is None or base_mean is None else f"{mean - base_mean:+.2f}"
         lines.append(f"| {label} | {_fmt(mean, sd)} | {delta} | {failed} |")
+    missing = [f"{p.record.variant} seed {p.record.seed}" for p in table if p.bleu is None]
     lines += [
         "",
         f"- vanilla baseline: {_fmt(base_mean, base_sd)}. Placement: encoder layers "
         f"{lower_half(base_cfg)}; config `{source}`"
         + (f" with `{' '.join(overrides)}`" if overrides else "")
         + ".",
-        "- BLEU of the last validation of each run (greedy), mean ± sample sd over seeds "
-        f"{', '.join(map(str, seeds))}.",
+        f"- sacreBLEU of each run's final model on the validation split (beam {dc.beam}, length "
+        f"penalty {dc.lenpen}), mean ± sample sd over seeds {', '.join(map(str, seeds))}; "
+        f"translations in `{TRANSLATIONS}/<run>.{VALID}.hyp.gz`, references `{refs.file.name}` "
+        f"({len(refs.lines)} lines, sha256 `{refs.sha256}`).",
+        *([f"- No BLEU (not run or failed): {', '.join(missing)}."] if missing else []),
         "",
     ]
     stem.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
@@ -178,12 +287,46 @@ def _fmt(mean: float | None, sd: float | None) -> str:
     return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
 
 
-def _write_csv(path: Path, records: Sequence[RunRecord], labels: dict[str, str]) -> None:
-    columns = ["variant", "x", "seed", "status", "valid_bleu", "valid_accuracy", "steps"]
-    columns += ["steps_per_s", "train_minutes", "error", "run_dir"]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+CSV_COLUMNS = (
+    "variant", "x", "seed", "status", "valid_bleu", "greedy_valid_bleu", "valid_accuracy", "steps",
+    "steps_per_s", "train_minutes", "error", "run_dir", "hyp_file",
+)  # fmt: skip
+
+
+def _write_csv(path: Path, table: Sequence[_Point]) -> None:
+    """One row per run; ``valid_bleu`` is the kept translations' BLEU (written atomically)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        for r in records:
-            row = {**r.to_dict(), "x": labels.get(r.variant, "vanilla")}
-            writer.writerow({k: "" if row.get(k) is None else row[k] for k in columns})
+        for p in table:
+            r = p.record
+            row = {
+                **r.to_dict(),
+                "x": p.label,
+                "valid_bleu": p.bleu,
+                "greedy_valid_bleu": r.valid_bleu,
+                "hyp_file": p.hyp_file,
+            }
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS})
+    os.replace(tmp, path)
+
+
+def _record_from_row(row: dict[str, str]) -> RunRecord:
+    """The :class:`RunRecord` of a kept CSV row (the fields the table writes back)."""
+
+    def num(key: str, kind: Callable[[str], Any] = float) -> Any:
+        return kind(row[key]) if row.get(key) else None
+
+    return RunRecord(
+        variant=row["variant"],
+        seed=int(row["seed"]),
+        run_dir=row["run_dir"],
+        status=row["status"],
+        error=row.get("error", ""),
+        steps=num("steps", int),
+        steps_per_s=num("steps_per_s"),
+        train_minutes=num("train_minutes"),
+        valid_bleu=num("greedy_valid_bleu"),
+        valid_accuracy=num("valid_accuracy"),
+    )
