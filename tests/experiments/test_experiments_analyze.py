@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -50,6 +51,35 @@ def test_cli_analyze_ngram(tmp_path: Path, capsys) -> None:
     assert main(argv) == 0
     assert "| copy | Δ precision | +0.00" in capsys.readouterr().out
     assert (tmp_path / "out" / "ngram.png").is_file()
+
+
+def test_cli_analyze_ngram_pools_seeds_and_reads_kept_gzip_files(tmp_path: Path, capsys) -> None:
+    """Three seeds' files per system, joined, against the references repeated three times."""
+    (tmp_path / "ref").write_text("\n".join(REFS) + "\n")
+    for seed, lines in enumerate((OTHER, REFS, OTHER), start=1):
+        data = ("\n".join(lines) + "\n").encode()
+        (tmp_path / f"base-seed{seed}.hyp.gz").write_bytes(gzip.compress(data))
+        (tmp_path / f"sys-seed{seed}.hyp").write_bytes(data if seed != 2 else b"x\ny\n")
+    pool = ",".join
+
+    def argv(base: list[str], system: list[str]) -> list[str]:
+        return [
+            "analyze", "ngram", "--ref", str(tmp_path / "ref"), "--baseline", pool(base),
+            "--systems", f"sys={pool(system)}", "--out", str(tmp_path / "out"),
+        ]  # fmt: skip
+
+    base = [str(tmp_path / f"base-seed{s}.hyp.gz") for s in (1, 2, 3)]
+    system = [str(tmp_path / f"sys-seed{s}.hyp") for s in (1, 2, 3)]
+    assert main(argv(base, system)) == 0
+    pooled = ngram_report(
+        REFS * 3, {"base": [*OTHER, *REFS, *OTHER], "sys": [*OTHER, "x", "y", *OTHER]}
+    )
+    expected = pooled.gaps["sys"][0].precision
+    assert expected < 0  # seed 2 of the system is worse than the baseline's
+    assert f"| sys | Δ precision | {expected:+.2f}" in capsys.readouterr().out
+
+    assert main(argv(base, system[:2])) == 2  # pooled files must match in number
+    assert "the same number of files to pool (baseline: 3, sys: 2)" in capsys.readouterr().err
 
 
 def write_metrics(folder: Path, points: list[tuple[float, float]]) -> Path:

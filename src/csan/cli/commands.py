@@ -321,13 +321,24 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from csan.experiments import analyze
 
     if args.what == "ngram":
+        from csan.experiments.translations import read_translations
+
         hyps: dict[str, list[str]] = {}
+        pooled: dict[str, int] = {}  # name -> how many files (seeds) its translations join
         for i, item in enumerate([args.baseline, *args.systems]):
-            name, path = _named(item, "baseline" if i == 0 else Path(item).stem)
+            name, paths = _named(item, "baseline" if i == 0 else Path(item).stem)
             if name in hyps:
                 raise CsanError(f"analyze ngram: system name {name!r} given twice")
-            hyps[name] = read_text_lines(path)
-        report = analyze.ngram_report(read_text_lines(args.ref), hyps, max_order=args.max_order)
+            files = [p for p in paths.split(",") if p]
+            hyps[name] = [line for path in files for line in read_translations(path)]
+            pooled[name] = len(files)
+        if len(set(pooled.values())) > 1:
+            counts = ", ".join(f"{n}: {k}" for n, k in pooled.items())
+            raise CsanError(
+                f"analyze ngram: every system needs the same number of files to pool ({counts})"
+            )
+        refs = read_text_lines(args.ref) * next(iter(pooled.values()))
+        report = analyze.ngram_report(refs, hyps, max_order=args.max_order)
         files = analyze.write_ngram(report, Path(args.out))
     else:
         runs = analyze.convergence_runs(analyze.expand_run_dirs(args.runs))

@@ -187,9 +187,19 @@ def build_parser() -> argparse.ArgumentParser:
     what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
     q = what.add_parser("ngram", help="n-gram precision and BLEU-n gaps to a baseline")
     q.add_argument("--ref", required=True, help="reference file")
-    q.add_argument("--baseline", required=True, metavar="[NAME=]HYP", help="baseline translations")
     q.add_argument(
-        "--systems", nargs="+", required=True, metavar="NAME=HYP", help="systems to compare"
+        "--baseline",
+        required=True,
+        metavar="[NAME=]HYP",
+        help="baseline translations (plain or .gz); HYP1,HYP2,... pools several seeds' files, "
+        "each scored against --ref",
+    )
+    q.add_argument(
+        "--systems",
+        nargs="+",
+        required=True,
+        metavar="NAME=HYP",
+        help="systems to compare (as --baseline; every system pools the same number of files)",
     )
     q.add_argument("--max-order", type=int, default=4, help="largest n (default 4)")
     q.add_argument("--out", required=True, help="output folder (ngram.md, .csv, .png)")
