@@ -42,7 +42,7 @@ from csan.config import Config, load_config
 from csan.data.corpus import read_parallel
 from csan.errors import CsanError
 from csan.evaluation import score
-from csan.experiments.grid import RunRecord, run_grid, write_machine
+from csan.experiments.grid import RunRecord, run_grid
 from csan.experiments.plots import ablation_lines
 from csan.experiments.translations import (
     TRANSLATIONS,
@@ -196,16 +196,6 @@ def run_ablation(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"ablation-{variant}"
-    machine = out / f"machine-ablation-{variant}.json"  # beside a `csan compare`'s machine.json
-    if train or not machine.is_file():
-        write_machine(
-            out,
-            base_cfg,
-            name=machine.name,
-            command=command,
-            config=source,
-            overrides=list(overrides),
-        )
     records = run_grid(
         source,
         [baseline, *(v for _, v in points)],
@@ -217,6 +207,8 @@ def run_ablation(
         progress=progress,
         say=say,
         train=train,
+        machine=f"machine-ablation-{variant}.json",  # beside a `csan compare`'s machine.json
+        command=command,
     )
     src, refs = valid_references(base_cfg)
     kept = {} if train else _kept_rows(stem.with_suffix(".csv"))

@@ -39,7 +39,7 @@ from typing import Any
 from csan.config import load_config
 from csan.errors import CsanError
 from csan.evaluation import describe_method
-from csan.experiments.grid import RunRecord, run_grid, write_machine
+from csan.experiments.grid import RunRecord, run_grid
 from csan.experiments.plots import bleu_bars
 from csan.experiments.recorded import recorded_command
 from csan.experiments.report import (
@@ -112,16 +112,6 @@ def run_compare(
     out.mkdir(parents=True, exist_ok=True)
     files = {stem: out / name(stem, suffix) for stem, suffix in OUTPUTS.items()}
     previous = _read_summary(files["summary"])
-    machine = out / name("machine", ".json")
-    if train or not machine.is_file():
-        write_machine(
-            out,
-            base_cfg,
-            name=machine.name,
-            command=command,
-            config=source,
-            overrides=list(overrides),
-        )
     records = run_grid(
         source,
         variants,
@@ -133,6 +123,8 @@ def run_compare(
         progress=progress,
         say=say,
         train=train,
+        machine=name("machine", ".json"),
+        command=command,
     )
     if not train:
         records = _with_kept_records(records, files["results"], say)

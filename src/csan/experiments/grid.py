@@ -261,16 +261,30 @@ def run_grid(
     progress: bool = False,
     say: Callable[[str], None] = print,
     train: bool = True,
+    machine: str | None = None,
+    command: str | None = None,
 ) -> list[RunRecord]:
     """Train (or skip, or resume) every variant x seed; one :class:`RunRecord` each, in grid order.
 
     ``train=False`` (report only): finished runs are collected, the others are recorded with status
     ``"not run"`` and left untouched.
+    ``machine``: first write the machine record ``out_dir/<machine>`` with ``command``, the config
+    and overrides (:func:`write_machine`; a report keeps the record of the machine that trained).
     """
     if not seeds:
         raise CsanError("no seeds given (e.g. --seeds 1,2,3)")
     train_fn = train_fn or _default_train()
     out = Path(out_dir)
+    if machine is not None:
+        write_machine(
+            out,
+            load_config(source, [*defaults, *overrides]),
+            name=machine,
+            keep=not train,
+            command=command,
+            config=source,
+            overrides=list(overrides),
+        )
     records = []
     total = len(variants) * len(seeds)
     for n, (variant, seed) in enumerate(((v, s) for v in variants for s in seeds), start=1):
@@ -354,10 +368,20 @@ def machine_info(cfg: Config | None = None) -> dict[str, Any]:
 
 
 def write_machine(
-    out_dir: Path, cfg: Config | None = None, *, name: str = "machine.json", **extra: Any
+    out_dir: Path,
+    cfg: Config | None = None,
+    *,
+    name: str = "machine.json",
+    keep: bool = False,
+    **extra: Any,
 ) -> Path:
-    """Write ``out_dir/<name>`` (:func:`machine_info` plus ``extra``, e.g. the command)."""
+    """Write ``out_dir/<name>`` (:func:`machine_info` plus ``extra``, e.g. the command).
+
+    ``keep``: leave a record that is there as it is (a report keeps the training machine's).
+    """
     path = Path(out_dir) / name
+    if keep and path.is_file():
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**machine_info(cfg), **extra}, indent=2) + "\n", encoding="utf-8")
     return path
