@@ -109,6 +109,28 @@ def test_report_only_needs_the_translations(
         )  # fmt: skip
 
 
+def test_report_only_names_a_bad_cell_of_the_kept_csv(
+    tmp_path: Path, fake_train, fake_evaluate, small_corpus: Path
+) -> None:
+    data = [f"data.data_dir={small_corpus}"]
+    run_ablation(
+        "tiny", "csan1d", tmp_path, values=[3], overrides=data, train_fn=fake_train,
+        evaluate_fn=fake_evaluate, say=lambda _: None,
+    )  # fmt: skip
+    kept = tmp_path / "kept"
+    shutil.copytree(tmp_path, kept, ignore=shutil.ignore_patterns("runs", "kept"))
+    table = kept / "ablation-csan1d.csv"
+    lines = table.read_bytes().decode().split("\r\n")
+    cells = lines[2].split(",")
+    cells[7] = "six"  # the steps column
+    lines[2] = ",".join(cells)
+    table.write_bytes("\r\n".join(lines).encode())
+    with pytest.raises(CsanError, match=r"ablation-csan1d\.csv, line 3: column steps: 'six'"):
+        run_ablation(
+            "tiny", "csan1d", kept, values=[3], overrides=data, train=False, say=lambda _: None
+        )
+
+
 def test_the_default_point_is_the_compare_variant() -> None:
     cfg = load_config("tiny")
     m11 = dict(ablation_points("csan1d", cfg))["11"]

@@ -27,9 +27,8 @@ references' sha256), ``ablation-<variant>.png`` (vanilla dashed) and ``machine-a
 from __future__ import annotations
 
 import csv
-import hashlib
 import inspect
-import os
+import io
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -39,23 +38,24 @@ from typing import Any
 
 from csan.attention.csan import Csan1dSelfAttention, Csan2dSelfAttention
 from csan.config import Config, load_config
-from csan.data.corpus import read_parallel
 from csan.errors import CsanError
 from csan.evaluation import score
 from csan.experiments.grid import RunRecord, run_grid
 from csan.experiments.plots import ablation_lines
+from csan.experiments.report import _value
 from csan.experiments.translations import (
     TRANSLATIONS,
     References,
     keep_translation,
+    read_split,
     read_translations,
 )
 from csan.experiments.variants import Variant, lower_half, resolve_variants
 from csan.machine import pick_device
-from csan.training.data import corpus_files
+from csan.textio import atomic_write_text
 from csan.training.final_model import evaluate_test
 
-__all__ = ["ABLATE_DEFAULTS", "ablation_points", "run_ablation", "valid_references"]
+__all__ = ["ABLATE_DEFAULTS", "ablation_points", "run_ablation"]
 
 ABLATE_DEFAULTS = ("train.valid_bleu=true", "train.evaluate_test=false")
 VALID = "valid"  # the split the sweep is scored on (the paper's Fig. 2: its development set)
@@ -126,23 +126,8 @@ class _Point:
     """One run of the sweep as the table sees it: its record and the BLEU of its kept translations."""
 
     record: RunRecord
-    label: str  # the x value ("vanilla" for the baseline)
     hyp_file: str = ""  # translations/<run>.valid.hyp.gz
     bleu: float | None = None
-
-
-def valid_references(cfg: Config) -> tuple[list[str], References]:
-    """The validation split's source lines and its references (file, lines, sha256).
-
-    Example (a folder with a two-line ``valid`` split)::
-
-        src, refs = valid_references(load_config("tiny", ["data.data_dir=my-corpus"]))
-    """
-    files = corpus_files(cfg.data, with_test=False, download=False)
-    src, tgt = files["valid"]
-    pairs = read_parallel(src, tgt)
-    refs = References(tgt, [t for _, t in pairs], hashlib.sha256(tgt.read_bytes()).hexdigest())
-    return [s for s, _ in pairs], refs
 
 
 def _translate_valid(
@@ -155,14 +140,6 @@ def _translate_valid(
         evaluate_fn(
             run_dir / "model", split, cfg, run_dir, device=pick_device(cfg.train.device), name=VALID
         )
-
-
-def _kept_rows(path: Path) -> dict[tuple[str, int], dict[str, str]]:
-    """The rows of an earlier ``ablation-<variant>.csv`` by (run folder variant, seed)."""
-    if not path.is_file():
-        return {}
-    with open(path, newline="", encoding="utf-8") as f:
-        return {(row["variant"], int(row["seed"])): row for row in csv.DictReader(f)}
 
 
 def run_ablation(
@@ -210,15 +187,12 @@ def run_ablation(
         machine=f"machine-ablation-{variant}.json",  # beside a `csan compare`'s machine.json
         command=command,
     )
-    src, refs = valid_references(base_cfg)
-    kept = {} if train else _kept_rows(stem.with_suffix(".csv"))
+    src, refs = read_split(base_cfg, VALID)
+    kept = {} if train else _read_kept(stem.with_suffix(".csv"))
     table: list[_Point] = []
     for r in records:
-        label = labels.get(r.variant, "vanilla")
-        row = kept.get((r.variant, r.seed))
-        if r.status == "not run" and row is not None and row["status"] != "not run":
-            r = _record_from_row(row)  # a kept run: its record and translations, no folder
-            table.append(_Point(r, label, row["hyp_file"] if r.status == "ok" else ""))
+        if r.status == "not run" and (r.variant, r.seed) in kept:
+            table.append(kept[(r.variant, r.seed)])  # a kept run: its record and translations
         elif r.status == "ok":
             hyp = Path(r.run_dir) / f"{VALID}.hyp"
             if train:
@@ -228,9 +202,9 @@ def run_ablation(
                     f"{hyp}: no validation translations (run the command without --report-only)"
                 )
             rel = keep_translation(out, Path(r.run_dir), hyp).relative_to(out).as_posix()
-            table.append(_Point(r, label, rel))
+            table.append(_Point(r, rel))
         else:
-            table.append(_Point(r, label))
+            table.append(_Point(r))
     for p in table:
         if p.hyp_file:
             p.bleu = score(read_translations(out / p.hyp_file), refs.lines).bleu
@@ -241,7 +215,7 @@ def run_ablation(
     curve = [(label, *_stats(values_of(v.name))) for label, v in points]
     base_mean, base_sd = _stats(values_of(baseline.name))
     axis = "window M" if variant == "csan1d" else f"head window N (window {CSAN2D_WINDOW})"
-    _write_csv(stem.with_suffix(".csv"), table)
+    _write_csv(stem.with_suffix(".csv"), table, labels)
     dc = base_cfg.decode
     lines = [
         f"# {variant}: validation BLEU over the {axis} — after Yang et al. 2019, Fig. 2",
@@ -285,40 +259,54 @@ CSV_COLUMNS = (
 )  # fmt: skip
 
 
-def _write_csv(path: Path, table: Sequence[_Point]) -> None:
+def _write_csv(path: Path, table: Sequence[_Point], labels: dict[str, str]) -> None:
     """One row per run; ``valid_bleu`` is the kept translations' BLEU (written atomically)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for p in table:
-            r = p.record
-            row = {
-                **r.to_dict(),
-                "x": p.label,
-                "valid_bleu": p.bleu,
-                "greedy_valid_bleu": r.valid_bleu,
-                "hyp_file": p.hyp_file,
-            }
-            writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS})
-    os.replace(tmp, path)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for p in table:
+        r = p.record
+        row = {
+            **r.to_dict(),
+            "x": labels.get(r.variant, "vanilla"),
+            "valid_bleu": p.bleu,
+            "greedy_valid_bleu": r.valid_bleu,
+            "hyp_file": p.hyp_file,
+        }
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS})
+    atomic_write_text(path, text.getvalue())
 
 
-def _record_from_row(row: dict[str, str]) -> RunRecord:
-    """The :class:`RunRecord` of a kept CSV row (the fields the table writes back)."""
+# the CSV columns a kept run's record is read back from, and its RunRecord field for each
+_KEPT_FIELDS = {
+    "steps": "steps",
+    "steps_per_s": "steps_per_s",
+    "train_minutes": "train_minutes",
+    "greedy_valid_bleu": "valid_bleu",
+    "valid_accuracy": "valid_accuracy",
+}
 
-    def num(key: str, kind: Callable[[str], Any] = float) -> Any:
-        return kind(row[key]) if row.get(key) else None
 
-    return RunRecord(
-        variant=row["variant"],
-        seed=int(row["seed"]),
-        run_dir=row["run_dir"],
-        status=row["status"],
-        error=row.get("error", ""),
-        steps=num("steps", int),
-        steps_per_s=num("steps_per_s"),
-        train_minutes=num("train_minutes"),
-        valid_bleu=num("greedy_valid_bleu"),
-        valid_accuracy=num("valid_accuracy"),
-    )
+def _read_kept(path: Path) -> dict[tuple[str, int], _Point]:
+    """The runs of an earlier ``ablation-<variant>.csv`` that finished or failed, by (variant, seed);
+    a bad cell is a :class:`CsanError` naming the file and line."""
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    kept = {}
+    for line, row in enumerate(rows, start=2):
+        if row["status"] == "not run":
+            continue
+        try:
+            fields = {field: _value(field, row[column]) for column, field in _KEPT_FIELDS.items()}
+            seed = int(row["seed"])
+        except ValueError as err:
+            raise CsanError(f"{path}, line {line}: {err}") from None
+        record = RunRecord(
+            row["variant"], seed, row["run_dir"], row["status"], row["error"], **fields
+        )
+        kept[(record.variant, seed)] = _Point(
+            record, row["hyp_file"] if record.status == "ok" else ""
+        )
+    return kept

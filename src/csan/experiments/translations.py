@@ -30,6 +30,7 @@ __all__ = [
     "keep_translation",
     "kept_path",
     "read_references",
+    "read_split",
     "read_translations",
 ]
 
@@ -99,12 +100,22 @@ class References:
         return {"file": self.file.name, "sentences": len(self.lines), "sha256": self.sha256}
 
 
+def read_split(cfg, split: str = "test") -> tuple[list[str], References]:
+    """The source lines and the references of a split of ``cfg``: ``"test"``, its (first) test set,
+    the one the trainer scores against; ``"valid"``, its validation split."""
+    files = corpus_files(cfg.data, with_test=split == "test", download=False)
+    if split == "valid":
+        src, tgt = files["valid"]
+    else:
+        src, tgt = next(pair for name, pair in files.items() if name.startswith("test:"))
+    pairs = read_parallel(src, tgt)
+    refs = References(tgt, [t for _, t in pairs], hashlib.sha256(tgt.read_bytes()).hexdigest())
+    return [s for s, _ in pairs], refs
+
+
 def read_references(cfg) -> References:
     """The references of the (first) test set of ``cfg`` (the one the trainer scores against)."""
-    files = corpus_files(cfg.data, download=False)
-    src, tgt = next(pair for name, pair in files.items() if name.startswith("test:"))
-    lines = [t for _, t in read_parallel(src, tgt)]
-    return References(tgt, lines, hashlib.sha256(tgt.read_bytes()).hexdigest())
+    return read_split(cfg, "test")[1]
 
 
 def check_references(refs: References, recorded: dict[str, Any] | None) -> None:
