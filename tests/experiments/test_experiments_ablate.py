@@ -17,6 +17,20 @@ from csan.experiments.ablate import ablation_points, run_ablation
 from csan.experiments.translations import read_translations
 
 
+@pytest.fixture
+def sweep(fake_train, fake_evaluate, small_corpus: Path):
+    """``sweep(out, values, train=True)``: a csan1d sweep of the tiny preset on the small corpus,
+    trained and decoded by the fakes (``train=False``: ``--report-only``)."""
+
+    def run(out: Path, values: list[int], *, train: bool = True):
+        return run_ablation(
+            "tiny", "csan1d", out, values=values, overrides=[f"data.data_dir={small_corpus}"],
+            train_fn=fake_train, evaluate_fn=fake_evaluate, train=train, say=lambda _: None,
+        )  # fmt: skip
+
+    return run
+
+
 def test_csan1d_points_end_with_the_whole_sentence() -> None:
     cfg = load_config("tiny")  # max_positions 64
     points = ablation_points("csan1d", cfg)
@@ -34,14 +48,10 @@ def test_csan2d_head_windows_up_to_the_heads() -> None:
 
 
 def test_ablation_scores_kept_validation_translations(
-    tmp_path: Path, fake_train, fake_evaluate, small_corpus: Path
+    tmp_path: Path, sweep, fake_train, fake_evaluate, small_corpus: Path
 ) -> None:
-    data = [f"data.data_dir={small_corpus}"]
     out = tmp_path / "sweep"
-    curve = run_ablation(
-        "tiny", "csan1d", out, values=[1, 3], overrides=data, train_fn=fake_train,
-        evaluate_fn=fake_evaluate, say=lambda _: None,
-    )  # fmt: skip
+    curve = sweep(out, [1, 3])
     names = ["vanilla-seed1", "csan1d-M1-seed1", "csan1d-M3-seed1"]
     assert [p.name for p in fake_train.calls] == names
     assert [p.name for p in fake_evaluate.calls] == names  # every final model decodes valid
@@ -69,16 +79,11 @@ def test_ablation_scores_kept_validation_translations(
     assert (out / "ablation-csan1d.png").read_bytes()[:4] == b"\x89PNG"
 
     # a second call decodes nothing again; a kept sweep (no runs/) reports the same bytes
-    run_ablation(
-        "tiny", "csan1d", out, values=[1, 3], overrides=data, train_fn=fake_train,
-        evaluate_fn=fake_evaluate, say=lambda _: None,
-    )  # fmt: skip
+    sweep(out, [1, 3])
     assert len(fake_train.calls) == len(fake_evaluate.calls) == 3
     kept = tmp_path / "kept"
     shutil.copytree(out, kept, ignore=shutil.ignore_patterns("runs"))
-    run_ablation(
-        "tiny", "csan1d", kept, values=[1, 3], overrides=data, train=False, say=lambda _: None
-    )
+    sweep(kept, [1, 3], train=False)
     for name in ("ablation-csan1d.md", "ablation-csan1d.csv", "machine-ablation-csan1d.json"):
         assert (kept / name).read_bytes() == (out / name).read_bytes(), name
 
@@ -87,36 +92,19 @@ def test_ablation_scores_kept_validation_translations(
     lines = read_translations(hyp)
     lines[0] = "x"
     hyp.write_bytes(gzip.compress("".join(t + "\n" for t in lines).encode()))
-    run_ablation(
-        "tiny", "csan1d", kept, values=[1, 3], overrides=data, train=False, say=lambda _: None
-    )
+    sweep(kept, [1, 3], train=False)
     assert (kept / "ablation-csan1d.md").read_bytes() != (out / "ablation-csan1d.md").read_bytes()
 
 
-def test_report_only_needs_the_translations(
-    tmp_path: Path, fake_train, fake_evaluate, small_corpus: Path
-) -> None:
-    data = [f"data.data_dir={small_corpus}"]
-    run_ablation(
-        "tiny", "csan1d", tmp_path, values=[3], overrides=data, train_fn=fake_train,
-        evaluate_fn=fake_evaluate, say=lambda _: None,
-    )  # fmt: skip
+def test_report_only_needs_the_translations(tmp_path: Path, sweep) -> None:
+    sweep(tmp_path, [3])
     (tmp_path / "runs" / "csan1d-M3-seed1" / "valid.hyp").unlink()
     with pytest.raises(CsanError, match=r"valid\.hyp: no validation translations"):
-        run_ablation(
-            "tiny", "csan1d", tmp_path, values=[3], overrides=data, train=False,
-            say=lambda _: None,
-        )  # fmt: skip
+        sweep(tmp_path, [3], train=False)
 
 
-def test_report_only_names_a_bad_cell_of_the_kept_csv(
-    tmp_path: Path, fake_train, fake_evaluate, small_corpus: Path
-) -> None:
-    data = [f"data.data_dir={small_corpus}"]
-    run_ablation(
-        "tiny", "csan1d", tmp_path, values=[3], overrides=data, train_fn=fake_train,
-        evaluate_fn=fake_evaluate, say=lambda _: None,
-    )  # fmt: skip
+def test_report_only_names_a_bad_cell_of_the_kept_csv(tmp_path: Path, sweep) -> None:
+    sweep(tmp_path, [3])
     kept = tmp_path / "kept"
     shutil.copytree(tmp_path, kept, ignore=shutil.ignore_patterns("runs", "kept"))
     table = kept / "ablation-csan1d.csv"
@@ -126,9 +114,7 @@ def test_report_only_names_a_bad_cell_of_the_kept_csv(
     lines[2] = ",".join(cells)
     table.write_bytes("\r\n".join(lines).encode())
     with pytest.raises(CsanError, match=r"ablation-csan1d\.csv, line 3: column steps: 'six'"):
-        run_ablation(
-            "tiny", "csan1d", kept, values=[3], overrides=data, train=False, say=lambda _: None
-        )
+        sweep(kept, [3], train=False)
 
 
 def test_the_default_point_is_the_compare_variant() -> None:
