@@ -166,3 +166,22 @@ def test_training_batches_are_exact_on_cpu(tiny_overrides: list[str], tmp_path) 
         batch = trainer.data.batch(indices)
         longest = max(len(trainer.data.train.tgt[i]) for i in indices) + 1  # + EOS
         assert batch.tgt_out.shape[1] == longest
+
+
+def test_empty_compiled_kernels_are_dropped(monkeypatch, tmp_path) -> None:
+    """A 0-byte .so (a compile killed midway) is deleted, so the next run compiles it again instead of
+    failing with "file too short"; real kernels and other files stay."""
+    from csan.machine import drop_empty_compiled_kernels
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    (tmp_path / "cm").mkdir()
+    empty = tmp_path / "cm" / "killed.main.so"
+    empty.write_bytes(b"")
+    kernel = tmp_path / "cm" / "good.main.so"
+    kernel.write_bytes(b"\x7fELF" + bytes(60))
+    source = tmp_path / "cm" / "good.main.cpp"
+    source.write_text("")  # an empty non-library file is not inductor's problem here
+    with pytest.warns(RuntimeWarning, match="1 empty compiled kernel"):
+        assert drop_empty_compiled_kernels() == [empty]
+    assert not empty.exists() and kernel.exists() and source.exists()
+    assert drop_empty_compiled_kernels() == []

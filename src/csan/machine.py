@@ -39,6 +39,7 @@ __all__ = [
     "Switch",
     "choose_runtime",
     "describe_machine",
+    "drop_empty_compiled_kernels",
     "keep_freed_memory",
     "machine_info",
     "pick_device",
@@ -290,6 +291,40 @@ def keep_freed_memory() -> str:
     if not all(done):
         return "default (mallopt refused)"
     return "glibc keeps freed memory (mmap and trim thresholds 2 GiB)"
+
+
+def drop_empty_compiled_kernels() -> list[Path]:
+    """Delete empty shared libraries from inductor's kernel cache; returns what it deleted.
+
+    A process killed while inductor compiles a kernel (a session's time limit, Ctrl-C, an OOM kill)
+    can leave that kernel's ``.so`` in the cache at 0 bytes. The next process that needs the same
+    kernel finds the file, loads it and fails with ``ImportError: ... file too short`` (pytorch
+    issue #102539): a resumed run dies before its first step. An empty ``.so`` is never a valid
+    kernel, so it is removed and inductor builds it again. Called before the trainer compiles.
+
+    Example:
+        >>> isinstance(drop_empty_compiled_kernels(), list)
+        True
+    """
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    root = Path(cache_dir())
+    dropped = []
+    for path in root.rglob("*.so"):
+        try:
+            if path.is_file() and path.stat().st_size == 0:
+                path.unlink()
+                dropped.append(path)
+        except OSError:  # another process removed or replaced it: nothing to mend
+            continue
+    if dropped:
+        warnings.warn(
+            f"removed {len(dropped)} empty compiled kernel(s) from {root} (left by a process that "
+            f"was killed while compiling); they are compiled again",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return dropped
 
 
 def machine_info(device: str | torch.device = "cpu", **extra: Any) -> dict[str, Any]:

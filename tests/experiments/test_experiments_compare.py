@@ -211,6 +211,27 @@ def test_rerun_skips_finished_runs(compared, small_overrides: list[str]) -> None
     assert [r.bleu_mean for r in again] == [r.bleu_mean for r in rows]
 
 
+def test_a_run_that_failed_is_trained_again_by_the_next_call(
+    tmp_path: Path, small_overrides: list[str]
+) -> None:
+    """A run that died midway (here: the trainer had written its config.yaml, then compilation
+    failed) leaves error.txt in its folder; the same command again trains that run, in that folder,
+    and the error is gone (regression: the folder was refused as not csan's)."""
+
+    def dies(cfg, out_dir, *, progress=False):
+        Path(out_dir).mkdir(parents=True)
+        (Path(out_dir) / "config.yaml").write_text("train: {}\n", encoding="utf-8")
+        raise RuntimeError("ImportError: kernel.so: file too short")
+
+    kw = {"overrides": small_overrides, "say": lambda _: None}
+    (first,) = run_compare("tiny", ["vanilla"], [1], tmp_path, train_fn=dies, **kw)
+    run_dir = tmp_path / "runs" / "vanilla-seed1"
+    assert first.failed == 1 and (run_dir / "error.txt").is_file()
+    (again,) = run_compare("tiny", ["vanilla"], [1], tmp_path, train_fn=train, **kw)
+    assert again.failed == 0 and again.bleu_mean is not None
+    assert (run_dir / "results.json").is_file() and not (run_dir / "error.txt").exists()
+
+
 def test_a_finished_run_with_another_config_is_not_reused(
     compared, small_overrides: list[str], fake_train
 ) -> None:

@@ -3,7 +3,8 @@
 A *model folder* is csan's when it holds nothing but ``model.safetensors``, ``config.json`` (a csan
 model config) and ``spm.model``. A *run folder* is csan's when everything in it is something
 ``csan train`` writes (``config.yaml``, ``metrics.jsonl``, ``results.json``, ``.lock``,
-``checkpoints/``, a csan ``model/``, the test split's ``.hyp`` / ``.json``, and the ``*.tmp-N`` /
+``checkpoints/``, a csan ``model/``, the test split's ``.hyp`` / ``.json``, the ``error.txt`` an
+experiment grid leaves in the folder of a failed run (so the next call trains it again), and the ``*.tmp-N`` /
 ``*.old-N`` leftovers of an interrupted write) and it has a checkpoint, the lock or a ``config.yaml``.
 Anything else is the user's: refused with one line naming the path and what is in it, unless the
 user passes ``--force``. A path that is a file where a folder is expected is always refused.
@@ -29,7 +30,10 @@ from csan.errors import CsanError
 __all__ = ["check_model_output", "check_run_output", "is_model_folder", "is_run_folder"]
 
 MODEL_FILES = frozenset({"model.safetensors", "config.json", "spm.model"})
-RUN_ENTRIES = frozenset({"config.yaml", "metrics.jsonl", "results.json", ".lock", "checkpoints"})
+# error.txt: written by the experiment grids (compare, ablate, stn) into the folder of a run that failed
+RUN_ENTRIES = frozenset(
+    {"config.yaml", "metrics.jsonl", "results.json", ".lock", "checkpoints", "error.txt"}
+)
 _LEFTOVER = re.compile(r"^\.?.+\.(tmp|old)-\d+$")
 
 

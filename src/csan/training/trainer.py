@@ -37,6 +37,7 @@ from csan.config import Config, dump_config
 from csan.machine import (
     RuntimeChoice,
     choose_runtime,
+    drop_empty_compiled_kernels,
     keep_freed_memory,
     machine_info,
     pick_device,
@@ -146,6 +147,7 @@ class Trainer:
         if resume_dir is not None:
             self._resume(resume_dir)
         if self.runtime.compile:
+            drop_empty_compiled_kernels()
             self.loss_fn = torch.compile(self.loss_fn, dynamic=True)
 
     def close(self) -> None:
