@@ -53,7 +53,7 @@ def _experiment_out_args(p: argparse.ArgumentParser, report_only: str | None = N
 def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder, or a run folder (uses its model/)")
     p.add_argument("--beam", type=int, help="beam size (default: the model's, 4); 1 = greedy")
-    p.add_argument("--lenpen", type=float, help="length penalty alpha (default 0.6)")
+    p.add_argument("--lenpen", type=float, help="length penalty alpha (default: the model's)")
     p.add_argument("--max-tokens", type=int, help="source tokens per batch (default: the model's)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
