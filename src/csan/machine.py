@@ -38,6 +38,7 @@ __all__ = [
     "RuntimeChoice",
     "Switch",
     "choose_runtime",
+    "compile_dynamic",
     "describe_machine",
     "drop_empty_compiled_kernels",
     "keep_freed_memory",
@@ -300,7 +301,7 @@ def drop_empty_compiled_kernels() -> list[Path]:
     can leave that kernel's ``.so`` in the cache at 0 bytes. The next process that needs the same
     kernel finds the file, loads it and fails with ``ImportError: ... file too short`` (pytorch
     issue #102539): a resumed run dies before its first step. An empty ``.so`` is never a valid
-    kernel, so it is removed and inductor builds it again. Called before the trainer compiles.
+    kernel, so it is removed and inductor builds it again (:func:`compile_dynamic` calls it).
 
     Example:
         >>> isinstance(drop_empty_compiled_kernels(), list)
@@ -325,6 +326,20 @@ def drop_empty_compiled_kernels() -> list[Path]:
             stacklevel=2,
         )
     return dropped
+
+
+def compile_dynamic(fn: Any) -> Any:
+    """``torch.compile(fn, dynamic=True)`` (every batch has new lengths), after
+    :func:`drop_empty_compiled_kernels`: how the trainer and ``csan bench train`` compile.
+
+    Example:
+        >>> import torch
+        >>> compiled = compile_dynamic(torch.nn.Linear(2, 2))
+        >>> callable(compiled)
+        True
+    """
+    drop_empty_compiled_kernels()
+    return torch.compile(fn, dynamic=True)
 
 
 def machine_info(device: str | torch.device = "cpu", **extra: Any) -> dict[str, Any]:

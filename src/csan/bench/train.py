@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csan.config import load_config
-from csan.machine import choose_runtime, drop_empty_compiled_kernels
+from csan.machine import choose_runtime, compile_dynamic
 from csan.models import build_model
 from csan.models.transformer import sinusoidal_positions
 from csan.training.data import load_training_data
@@ -137,9 +137,7 @@ def run_train_bench(
     auto = choose_runtime(tc.cpu_bf16, tc.compile, device="cpu", warn=False)
     ours2 = build_model(m, len(data.spm))
     fast = TranslationLoss(ours2, epsilon=tc.label_smoothing)
-    if auto.compile:
-        drop_empty_compiled_kernels()
-    fast_fn = torch.compile(fast, dynamic=True) if auto.compile else fast
+    fast_fn = compile_dynamic(fast) if auto.compile else fast
     ctx = (
         (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
         if auto.bf16

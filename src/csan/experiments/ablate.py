@@ -42,7 +42,7 @@ from csan.errors import CsanError
 from csan.evaluation import score
 from csan.experiments.grid import RunRecord, run_grid
 from csan.experiments.plots import ablation_lines
-from csan.experiments.report import _value
+from csan.experiments.report import parse_cell
 from csan.experiments.translations import (
     TRANSLATIONS,
     References,
@@ -299,7 +299,9 @@ def _read_kept(path: Path) -> dict[tuple[str, int], _Point]:
         if row["status"] == "not run":
             continue
         try:
-            fields = {field: _value(field, row[column]) for column, field in _KEPT_FIELDS.items()}
+            fields = {
+                field: parse_cell(field, row[column]) for column, field in _KEPT_FIELDS.items()
+            }
             seed = int(row["seed"])
         except ValueError as err:
             raise CsanError(f"{path}, line {line}: {err}") from None

@@ -20,6 +20,7 @@ __all__ = [
     "CSV_COLUMNS",
     "caption",
     "context_grid",
+    "parse_cell",
     "read_results_csv",
     "seed_rows",
     "table_rows",
@@ -102,7 +103,7 @@ def read_results_csv(path: Path) -> list[RunRecord]:
     for line, row in enumerate(rows, start=2):
         values = {k: row.get(k) or "" for k in CSV_COLUMNS}
         try:
-            kept = {k: _value(k, values[k]) for k in _RECORD_COLUMNS}
+            kept = {k: parse_cell(k, values[k]) for k in _RECORD_COLUMNS}
         except ValueError as err:
             raise CsanError(f"{path}, line {line}: {err}") from None
         records.append(
@@ -119,8 +120,13 @@ _TEXT_COLUMNS = {"variant", "status", "error", "stop_reason", "signature"}
 _RECORD_COLUMNS = [c for c in CSV_COLUMNS if c not in ("added_params", "run_dir", "translation")]
 
 
-def _value(column: str, text: str) -> Any:
-    """A CSV cell as :class:`RunRecord` holds it: text, or the int / float that ``str`` wrote."""
+def parse_cell(column: str, text: str) -> Any:
+    """A CSV cell as :class:`RunRecord` holds it: text, or the int / float that ``str`` wrote.
+
+    Example:
+        >>> parse_cell("steps", "512"), parse_cell("bleu", "24.5"), parse_cell("bleu", ""), parse_cell("error", "")
+        (512, 24.5, None, '')
+    """
     if column in _TEXT_COLUMNS:
         return text
     if text == "":

@@ -37,7 +37,7 @@ from csan.config import Config, dump_config
 from csan.machine import (
     RuntimeChoice,
     choose_runtime,
-    drop_empty_compiled_kernels,
+    compile_dynamic,
     keep_freed_memory,
     machine_info,
     pick_device,
@@ -147,8 +147,7 @@ class Trainer:
         if resume_dir is not None:
             self._resume(resume_dir)
         if self.runtime.compile:
-            drop_empty_compiled_kernels()
-            self.loss_fn = torch.compile(self.loss_fn, dynamic=True)
+            self.loss_fn = compile_dynamic(self.loss_fn)
 
     def close(self) -> None:
         """Release the run folder's lock and leave the process group (idempotent)."""
