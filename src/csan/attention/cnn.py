@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from csan.attention.base import SelfAttention, merge_heads
 from csan.attention.registry import register
 from csan.functional import attention_mask, masked_attention
+from csan.kernels.conv import conv_over_time
 
 __all__ = ["ConvThenAttention"]
 
@@ -62,7 +63,8 @@ class ConvThenAttention(SelfAttention):
         self.kernel = kernel
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(conv_layers))
         self.convs = nn.ModuleList(
-            nn.Conv1d(d_model, d_model, kernel, padding=kernel // 2) for _ in range(conv_layers)
+            nn.Conv1d(d_model, d_model, kernel)
+            for _ in range(conv_layers)  # applied by conv_over_time
         )
 
     def extra_repr(self) -> str:
@@ -74,8 +76,10 @@ class ConvThenAttention(SelfAttention):
             h = norm(x)
             if key_padding_mask is not None:
                 h = h.masked_fill(key_padding_mask[..., None], 0.0)
-            # Conv1d wants channels first: (batch, d_model, time)
-            x = x + F.relu(conv(h.transpose(1, 2)).transpose(1, 2))
+            h = F.pad(
+                h, (0, 0, self.kernel // 2, self.kernel // 2)
+            )  # "same" zero padding over time
+            x = x + F.relu(conv_over_time(h, conv.weight, conv.bias))
         return x
 
     def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:

@@ -26,6 +26,7 @@ from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register, register_cross
 from csan.attention.vanilla import CrossAttention, append_state
 from csan.functional import attention_mask, masked_attention
+from csan.kernels.conv import conv_over_time
 
 __all__ = ["ConvQKVCrossAttention", "ConvQKVSelfAttention", "InceptionConv", "parse_kernels"]
 
@@ -86,25 +87,20 @@ class InceptionConv(nn.Module):
             nn.Conv1d(d_in, c, w, dilation=r, bias=bias) for (w, r), c in zip(specs, channels)
         )
 
-    # Inductor (torch 2.13, dynamic shapes) fails to lower these convolutions inside the whole
-    # Transformer ("cannot determine truth value of Relational: 1 < s1" while ordering strides), so
-    # they run eager under torch.compile: a graph break around each call, same arithmetic.
-    @torch.compiler.disable
     def forward(self, x: Tensor, left: Tensor | None = None) -> Tensor:
         t = x.size(1)
         if self.causal:
             if left is None:
                 left = x.new_zeros(x.size(0), self.reach, x.size(2))
             x = torch.cat([left, x], dim=1)  # (batch, reach + time, d_in)
-        x = x.transpose(1, 2)  # Conv1d wants (batch, d_in, time)
         outs = []
         for conv, span in zip(self.convs, self.spans):
             if self.causal:
-                inp = x[:, :, x.size(2) - t - span :]  # the span positions before the first output
+                inp = x[:, x.size(1) - t - span :]  # the span positions before the first output
             else:
-                inp = F.pad(x, (span // 2, span // 2))
-            outs.append(conv(inp))  # (batch, channels, time)
-        return torch.cat(outs, dim=1).transpose(1, 2)  # (batch, time, d_out)
+                inp = F.pad(x, (0, 0, span // 2, span // 2))  # "same" zero padding over time
+            outs.append(conv_over_time(inp, conv.weight, conv.bias, dilation=conv.dilation[0]))
+        return torch.cat(outs, dim=-1)  # (batch, time, d_out)
 
 
 def _left_context(x: Tensor, state: dict[str, Any] | None, key: str, reach: int) -> Tensor | None:

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csan.config import ModelConfig
+from csan.kernels.conv import conv_over_time
 from csan.models.base import EncoderOutput
 
 __all__ = ["ConvS2S", "multi_step_attention"]
@@ -91,8 +92,8 @@ def _embedding(num: int, dim: int, pad_id: int | None) -> nn.Embedding:
 
 def _glu_conv(conv: nn.Conv1d, window: Tensor) -> Tensor:
     """(batch, time + k - 1, C) already padded -> GLU(conv) (batch, time, C)."""
-    y = conv(window.transpose(1, 2))  # (batch, 2C, time)
-    return F.glu(y, dim=1).transpose(1, 2)  # A * sigmoid(B): (batch, time, C)
+    y = conv_over_time(window, conv.weight, conv.bias)  # (batch, time, 2C)
+    return F.glu(y, dim=-1)  # A * sigmoid(B): (batch, time, C)
 
 
 class EncoderBlock(nn.Module):

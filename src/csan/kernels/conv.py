@@ -1,0 +1,60 @@
+"""A convolution over time as one matrix product, for inputs laid out (batch, time, channels).
+
+Notation: x (batch, t_in, c_in), already padded as the caller wants; ``weight`` (c_out, c_in, k), an
+``nn.Conv1d``'s weight; dilation r. The output has ``t = t_in - r (k - 1)`` positions:
+
+    y[b, τ, o] = bias[o] + Σ_j Σ_i weight[o, i, j] · x[b, τ + j r, i]          (j < k, i < c_in)
+
+which is ``F.conv1d(x.transpose(1, 2), weight, bias, dilation=r).transpose(1, 2)``, computed as the k
+shifted views of x side by side, (batch, t, k c_in), times the weight laid out (c_out, k c_in).
+
+Why not ``F.conv1d``: under ``torch.compile(dynamic=True)`` inductor's CPU convolution specialises the
+graph on the sequence length (torch 2.13), so every new batch width compiles again until dynamo's
+recompile limit sends the rest of a training run to eager mode (and inside the whole Transformer it can
+fail to lower at all). Slices, a concatenation and a matrix product stay symbolic in the length, keep
+the time-major layout the models use (no transposes), and take the same bf16 matrix units as the rest
+of the model under autocast.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["conv_over_time"]
+
+
+def conv_over_time(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, *, dilation: int = 1
+) -> Tensor:
+    """``Conv1d`` over the time axis of a time-major input, without padding (pad ``x`` first).
+
+    Args:
+        x: (batch, t_in, c_in).
+        weight: (c_out, c_in, k), as in ``nn.Conv1d``.
+        bias: (c_out,) or None.
+        dilation: spacing r of the k taps; ``t_in >= r (k - 1) + 1``.
+
+    Returns:
+        (batch, t_in - r (k - 1), c_out).
+
+    Example:
+        >>> import torch
+        >>> conv = torch.nn.Conv1d(4, 6, 3, dilation=2)
+        >>> x = torch.randn(2, 9, 4)
+        >>> y = conv_over_time(x, conv.weight, conv.bias, dilation=2)
+        >>> y.shape
+        torch.Size([2, 5, 6])
+        >>> torch.allclose(y, conv(x.transpose(1, 2)).transpose(1, 2), atol=1e-6)
+        True
+    """
+    c_out, c_in, k = weight.shape
+    if x.size(-1) != c_in:
+        raise ValueError(f"x has {x.size(-1)} channels, the weight expects {c_in}")
+    if k == 1:
+        return F.linear(x, weight[:, :, 0], bias)
+    t = x.size(1) - dilation * (k - 1)
+    columns = [x[:, j * dilation : j * dilation + t] for j in range(k)]  # k x (batch, t, c_in)
+    flat = weight.permute(0, 2, 1).reshape(c_out, k * c_in)  # [o, j * c_in + i] = weight[o, i, j]
+    return F.linear(torch.cat(columns, dim=-1), flat, bias)  # (batch, t, k c_in) @ flat^T
