@@ -151,3 +151,77 @@ def test_a_kept_table_comes_back_from_its_files(
     for stem, suffix in (("table", ".md"), ("results", ".csv"), ("summary", ".json")):
         kept = _sibling(summary_path, stem, suffix)
         assert _sibling(copy / summary_path.name, stem, suffix).read_bytes() == kept.read_bytes()
+
+
+def _ablations() -> list[Path]:
+    """``ablation-<variant>.csv`` of window sweeps that kept their validation translations."""
+    found = []
+    for path in sorted(RESULTS.rglob("ablation-*.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            if any(row.get("hyp_file") for row in csv.DictReader(f)):
+                found.append(path)
+    return found
+
+
+ABLATIONS = _ablations()
+
+
+def _ablation_rows(csv_path: Path) -> list[dict[str, str]]:
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("csv_path", ABLATIONS, ids=_name)
+def test_a_kept_ablation_rescores_to_its_bleu(csv_path: Path, multi30k_dir: Path) -> None:
+    refs = (multi30k_dir / "valid.de").read_text(encoding="utf-8").splitlines()
+    rescored: dict[str, list[float]] = {}
+    for row in _ablation_rows(csv_path):
+        if row["status"] != "ok":
+            continue
+        assert row["hyp_file"], f"{row['variant']} seed {row['seed']}: no kept translation"
+        bleu = _bleu(read_translations(csv_path.parent / row["hyp_file"]), refs)
+        assert bleu == pytest.approx(float(row["valid_bleu"]), abs=1e-6), row["hyp_file"]
+        rescored.setdefault(row["x"], []).append(bleu)
+    # the printed means of ablation-<variant>.md: one row per point, then the vanilla baseline
+    text = csv_path.with_suffix(".md").read_text(encoding="utf-8")
+    for x, values in rescored.items():
+        mean = f"{statistics.fmean(values):.2f}"
+        if x == "vanilla":
+            assert f"- vanilla baseline: {mean}" in text
+        else:
+            row = next(line for line in text.splitlines() if line.startswith(f"| {x} |"))
+            assert row.split("|")[2].strip().split(" ±")[0] == mean, row
+
+
+@pytest.mark.parametrize("csv_path", ABLATIONS, ids=_name)
+def test_a_kept_ablation_comes_back_from_its_files(
+    csv_path: Path, multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+
+    from csan.experiments.ablate import run_ablation
+
+    variant = csv_path.stem[len("ablation-") :]
+    machine = json.loads((csv_path.parent / f"machine-{csv_path.stem}.json").read_text("utf-8"))
+    words = shlex.split(machine["command"])
+    values = None
+    if "--values" in words:
+        values = [int(v) for v in words[words.index("--values") + 1].split(",")]
+    seeds = sorted({int(row["seed"]) for row in _ablation_rows(csv_path)})
+    monkeypatch.setenv("CSAN_DATA", str(multi30k_dir.parent))
+    copy = tmp_path / "sweep"
+    shutil.copytree(csv_path.parent, copy, ignore=shutil.ignore_patterns("runs"))
+    run_ablation(
+        machine["config"],
+        variant,
+        copy,
+        seeds=seeds,
+        values=values,
+        overrides=machine["overrides"],
+        say=lambda _: None,
+        command=machine["command"],
+        train=False,
+    )
+    for suffix in (".md", ".csv"):
+        kept = csv_path.with_suffix(suffix)
+        assert (copy / kept.name).read_bytes() == kept.read_bytes(), kept.name
