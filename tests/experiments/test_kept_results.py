@@ -166,6 +166,12 @@ def _ablations() -> list[Path]:
 ABLATIONS = _ablations()
 
 
+def test_the_kept_window_sweeps_are_checked() -> None:
+    kept = {_name(path) for path in ABLATIONS}
+    folder = "table1-3seeds-cpu-2026-11-24"
+    assert kept >= {f"{folder}/ablation-csan1d.csv", f"{folder}/ablation-csan2d.csv"}
+
+
 def _ablation_rows(csv_path: Path) -> list[dict[str, str]]:
     with open(csv_path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
