@@ -153,14 +153,18 @@ def test_a_kept_table_comes_back_from_its_files(
         assert _sibling(copy / summary_path.name, stem, suffix).read_bytes() == kept.read_bytes()
 
 
+def _ablation_rows(csv_path: Path) -> list[dict[str, str]]:
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def _ablations() -> list[Path]:
     """``ablation-<variant>.csv`` of window sweeps that kept their validation translations."""
-    found = []
-    for path in sorted(RESULTS.rglob("ablation-*.csv")):
-        with open(path, newline="", encoding="utf-8") as f:
-            if any(row.get("hyp_file") for row in csv.DictReader(f)):
-                found.append(path)
-    return found
+    return [
+        path
+        for path in sorted(RESULTS.rglob("ablation-*.csv"))
+        if any(row.get("hyp_file") for row in _ablation_rows(path))
+    ]
 
 
 ABLATIONS = _ablations()
@@ -170,11 +174,6 @@ def test_the_kept_window_sweeps_are_checked() -> None:
     kept = {_name(path) for path in ABLATIONS}
     folder = "table1-3seeds-cpu-2026-11-24"
     assert kept >= {f"{folder}/ablation-csan1d.csv", f"{folder}/ablation-csan2d.csv"}
-
-
-def _ablation_rows(csv_path: Path) -> list[dict[str, str]]:
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.mark.parametrize("csv_path", ABLATIONS, ids=_name)
@@ -203,31 +202,18 @@ def test_a_kept_ablation_rescores_to_its_bleu(csv_path: Path, multi30k_dir: Path
 def test_a_kept_ablation_comes_back_from_its_files(
     csv_path: Path, multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The recorded ``csan ablate`` command with ``--report-only``, on a copy without ``runs/``."""
     import shlex
 
-    from csan.experiments.ablate import run_ablation
+    from csan.cli import main
 
-    variant = csv_path.stem[len("ablation-") :]
     machine = json.loads((csv_path.parent / f"machine-{csv_path.stem}.json").read_text("utf-8"))
-    words = shlex.split(machine["command"])
-    values = None
-    if "--values" in words:
-        values = [int(v) for v in words[words.index("--values") + 1].split(",")]
-    seeds = sorted({int(row["seed"]) for row in _ablation_rows(csv_path)})
+    argv = shlex.split(machine["command"])[1:]  # without the leading "csan"
     monkeypatch.setenv("CSAN_DATA", str(multi30k_dir.parent))
     copy = tmp_path / "sweep"
     shutil.copytree(csv_path.parent, copy, ignore=shutil.ignore_patterns("runs"))
-    run_ablation(
-        machine["config"],
-        variant,
-        copy,
-        seeds=seeds,
-        values=values,
-        overrides=machine["overrides"],
-        say=lambda _: None,
-        command=machine["command"],
-        train=False,
-    )
+    argv[argv.index("--out") + 1] = str(copy)
+    assert main([*argv, "--report-only"]) == 0
     for suffix in (".md", ".csv"):
         kept = csv_path.with_suffix(suffix)
         assert (copy / kept.name).read_bytes() == kept.read_bytes(), kept.name

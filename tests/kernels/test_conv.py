@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from csan.attention.cnn import ConvThenAttention
 from csan.attention.conv_qkv import InceptionConv
-from csan.kernels.conv import conv_over_time
+from csan.kernels.conv import TimeConv1d, conv_over_time
 from csan.models.convs2s import EncoderBlock
 
 
@@ -77,3 +77,10 @@ def test_convolutions_compile_once_for_every_sentence_length() -> None:
         frames.append(counter.frame_count)
     assert frames[0] >= 1
     assert frames == [frames[0]] * 3, f"compiled frames after each length: {frames}"
+
+
+def test_time_conv1d_refuses_what_conv_over_time_does_not_compute() -> None:
+    with pytest.raises(ValueError, match="pads with zeros by an integer"):
+        TimeConv1d(4, 4, 3, padding="same")
+    with pytest.raises(ValueError, match="stride 1 and one group"):
+        TimeConv1d(4, 4, 3, stride=2)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from csan.attention.base import SelfAttention, merge_heads
 from csan.attention.registry import register
 from csan.functional import attention_mask, masked_attention
-from csan.kernels.conv import conv_over_time
+from csan.kernels.conv import TimeConv1d
 
 __all__ = ["ConvThenAttention"]
 
@@ -63,8 +63,7 @@ class ConvThenAttention(SelfAttention):
         self.kernel = kernel
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(conv_layers))
         self.convs = nn.ModuleList(
-            nn.Conv1d(d_model, d_model, kernel)
-            for _ in range(conv_layers)  # applied by conv_over_time
+            TimeConv1d(d_model, d_model, kernel, padding=kernel // 2) for _ in range(conv_layers)
         )
 
     def extra_repr(self) -> str:
@@ -76,10 +75,7 @@ class ConvThenAttention(SelfAttention):
             h = norm(x)
             if key_padding_mask is not None:
                 h = h.masked_fill(key_padding_mask[..., None], 0.0)
-            h = F.pad(
-                h, (0, 0, self.kernel // 2, self.kernel // 2)
-            )  # "same" zero padding over time
-            x = x + F.relu(conv_over_time(h, conv.weight, conv.bias))
+            x = x + F.relu(conv(h))  # "same" zero padding over time
         return x
 
     def attention_weights(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:

@@ -19,14 +19,13 @@ import re
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csan.attention.base import SelfAttention, merge_heads, split_heads
 from csan.attention.registry import register, register_cross
 from csan.attention.vanilla import CrossAttention, append_state
 from csan.functional import attention_mask, masked_attention
-from csan.kernels.conv import conv_over_time
+from csan.kernels.conv import TimeConv1d
 
 __all__ = ["ConvQKVCrossAttention", "ConvQKVSelfAttention", "InceptionConv", "parse_kernels"]
 
@@ -84,7 +83,9 @@ class InceptionConv(nn.Module):
         self.spans = [r * (w - 1) for w, r in specs]
         self.reach = max(self.spans)
         self.convs = nn.ModuleList(
-            nn.Conv1d(d_in, c, w, dilation=r, bias=bias) for (w, r), c in zip(specs, channels)
+            # symmetric: "same" zero padding over time; causal: forward cuts the left context from x
+            TimeConv1d(d_in, c, w, dilation=r, bias=bias, padding=0 if causal else span // 2)
+            for (w, r), c, span in zip(specs, channels, self.spans)
         )
 
     def forward(self, x: Tensor, left: Tensor | None = None) -> Tensor:
@@ -95,11 +96,8 @@ class InceptionConv(nn.Module):
             x = torch.cat([left, x], dim=1)  # (batch, reach + time, d_in)
         outs = []
         for conv, span in zip(self.convs, self.spans):
-            if self.causal:
-                inp = x[:, x.size(1) - t - span :]  # the span positions before the first output
-            else:
-                inp = F.pad(x, (0, 0, span // 2, span // 2))  # "same" zero padding over time
-            outs.append(conv_over_time(inp, conv.weight, conv.bias, dilation=conv.dilation[0]))
+            # causal: from the span positions before the first output
+            outs.append(conv(x[:, x.size(1) - t - span :]) if self.causal else conv(x))
         return torch.cat(outs, dim=-1)  # (batch, time, d_out)
 
 

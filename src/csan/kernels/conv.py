@@ -1,5 +1,8 @@
 """A convolution over time as one matrix product, for inputs laid out (batch, time, channels).
 
+:class:`TimeConv1d` is ``nn.Conv1d`` (same parameters, same checkpoint keys, same zero padding) for a
+time-major input; :func:`conv_over_time` is the arithmetic, on an input already padded.
+
 Notation: x (batch, t_in, c_in), already padded as the caller wants; ``weight`` (c_out, c_in, k), an
 ``nn.Conv1d``'s weight; dilation r. The output has ``t = t_in - r (k - 1)`` positions:
 
@@ -18,11 +21,13 @@ of the model under autocast.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["conv_over_time"]
+__all__ = ["TimeConv1d", "conv_over_time"]
 
 
 def conv_over_time(
@@ -58,3 +63,35 @@ def conv_over_time(
     columns = [x[:, j * dilation : j * dilation + t] for j in range(k)]  # k x (batch, t, c_in)
     flat = weight.permute(0, 2, 1).reshape(c_out, k * c_in)  # [o, j * c_in + i] = weight[o, i, j]
     return F.linear(torch.cat(columns, dim=-1), flat, bias)  # (batch, t, k c_in) @ flat^T
+
+
+class TimeConv1d(nn.Conv1d):
+    """``nn.Conv1d`` applied to a time-major input: (batch, time, c_in) -> (batch, time', c_out).
+
+    The same parameters (``weight``, ``bias``) and the same ``padding`` zeros on both ends of the time
+    axis as ``nn.Conv1d``, computed by :func:`conv_over_time`. Stride 1, one group, integer padding.
+
+    Example:
+        >>> import torch
+        >>> conv = TimeConv1d(4, 6, 3, padding=1)
+        >>> x = torch.randn(2, 9, 4)
+        >>> conv(x).shape
+        torch.Size([2, 9, 6])
+        >>> plain = torch.nn.Conv1d(4, 6, 3, padding=1)
+        >>> _ = plain.load_state_dict(conv.state_dict())
+        >>> torch.allclose(conv(x), plain(x.transpose(1, 2)).transpose(1, 2), atol=1e-6)
+        True
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # nn.Conv1d's arguments
+        super().__init__(*args, **kwargs)
+        if isinstance(self.padding, str) or self.padding_mode != "zeros":
+            raise ValueError(f"TimeConv1d pads with zeros by an integer, got {self.padding!r}")
+        if self.stride != (1,) or self.groups != 1:
+            raise ValueError("TimeConv1d has stride 1 and one group")
+
+    def forward(self, x: Tensor) -> Tensor:
+        pad = self.padding[0]
+        if pad:
+            x = F.pad(x, (0, 0, pad, pad))  # zeros before the first and after the last position
+        return conv_over_time(x, self.weight, self.bias, dilation=self.dilation[0])

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csan.config import ModelConfig
-from csan.kernels.conv import conv_over_time
+from csan.kernels.conv import TimeConv1d
 from csan.models.base import EncoderOutput
 
 __all__ = ["ConvS2S", "multi_step_attention"]
@@ -74,9 +74,9 @@ def _linear(in_dim: int, out_dim: int, dropout: float) -> nn.Linear:
     return layer
 
 
-def _conv(channels: int, kernel: int, dropout: float) -> nn.Conv1d:
+def _conv(channels: int, kernel: int, dropout: float) -> TimeConv1d:
     """C -> 2C convolution (GLU halves it back), no built-in padding."""
-    conv = nn.Conv1d(channels, 2 * channels, kernel)
+    conv = TimeConv1d(channels, 2 * channels, kernel)
     nn.init.normal_(conv.weight, std=math.sqrt(4.0 * (1.0 - dropout) / (kernel * channels)))
     nn.init.zeros_(conv.bias)
     return conv
@@ -90,10 +90,9 @@ def _embedding(num: int, dim: int, pad_id: int | None) -> nn.Embedding:
     return table
 
 
-def _glu_conv(conv: nn.Conv1d, window: Tensor) -> Tensor:
+def _glu_conv(conv: TimeConv1d, window: Tensor) -> Tensor:
     """(batch, time + k - 1, C) already padded -> GLU(conv) (batch, time, C)."""
-    y = conv_over_time(window, conv.weight, conv.bias)  # (batch, time, 2C)
-    return F.glu(y, dim=-1)  # A * sigmoid(B): (batch, time, C)
+    return F.glu(conv(window), dim=-1)  # A * sigmoid(B) of the (batch, time, 2C) convolution
 
 
 class EncoderBlock(nn.Module):
