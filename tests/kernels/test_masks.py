@@ -89,3 +89,29 @@ def test_cached_masks_are_not_changed_by_the_kernels():
         q, q, q, window=3, head_window=3, head_boundary="clip", key_padding_mask=padding
     )
     assert torch.equal(mask, kept)
+
+
+@pytest.mark.parametrize("head_boundary", ["wrap", "clip"])
+def test_compiled_kernels_build_masks_in_the_graph_without_warnings(monkeypatch, head_boundary):
+    """Under torch.compile the masks are built in the graph, not looked up in the lru_caches that
+    Dynamo would trace through with a warning in every compiled training run (2026-11-24 log)."""
+    import warnings
+
+    import torch._dynamo.utils
+
+    monkeypatch.setattr(torch._dynamo.utils, "warn_once_cache", set())  # see every warning again
+    torch._dynamo.reset()
+
+    def attend(q: torch.Tensor) -> torch.Tensor:
+        return dense_local_attention(
+            q, q, q, window=5, head_window=3, head_boundary=head_boundary, causal=True
+        )
+
+    compiled = torch.compile(attend, backend="eager", fullgraph=True)
+    q = torch.randn(2, 4, 9, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = compiled(q)
+    assert not [w for w in caught if "lru_cache" in str(w.message)]
+    torch.testing.assert_close(got, attend(q))
+    torch._dynamo.reset()

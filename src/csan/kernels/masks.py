@@ -11,7 +11,9 @@ attention call. They are kept in small LRU caches keyed by shape, options and de
 The cached tensors are shared between calls: **never modify them in place** (every kernel here only
 reads them; combine them out of place, ``band & other``). Masks of more than :data:`MAX_CACHED_ELEMENTS`
 elements are built afresh on each call (a 16k x 16k band would pin 256 MiB; at that size the attention
-itself dwarfs building the mask). :func:`clear_caches` empties the caches.
+itself dwarfs building the mask). :func:`clear_caches` empties the caches. Under ``torch.compile`` the
+masks are built directly: the compiled graph builds them itself, and Dynamo would otherwise trace
+through (and warn about) the ``lru_cache`` wrappers.
 
 Example:
     >>> a = band(3, 3, window=3, causal=False, device=torch.device("cpu"))
@@ -60,7 +62,7 @@ def _band(t_q: int, t_k: int, window: int, causal: bool, device: torch.device) -
 
 def band(t_q: int, t_k: int, *, window: int, causal: bool, device: torch.device) -> Tensor:
     """The (t_q, t_k) band of :func:`build_band`, cached when small (shared: read only)."""
-    if t_q * t_k > MAX_CACHED_ELEMENTS:
+    if t_q * t_k > MAX_CACHED_ELEMENTS or torch.compiler.is_compiling():
         return build_band(t_q, t_k, window=window, causal=causal, device=device)
     return _band(t_q, t_k, window, causal, torch.device(device))
 
@@ -95,6 +97,8 @@ def head_neighbours(
     heads: int, head_window: int, head_boundary: str, device: torch.device
 ) -> tuple[Tensor, Tensor]:
     """:func:`build_head_neighbours`, cached (shared: read only)."""
+    if torch.compiler.is_compiling():
+        return build_head_neighbours(heads, head_window, head_boundary, device)
     return _head_neighbours(heads, head_window, head_boundary, torch.device(device))
 
 
@@ -151,9 +155,8 @@ def dense_mask(
         (torch.Size([1, 1, 2, 2]), [[1, 0], [0, 1]])
     """
     args = (t_q, t_k, window, causal, heads, head_window, head_boundary, torch.device(device))
-    if t_q * t_k * head_window * (1 if all_heads_exist(head_window, head_boundary) else heads) > (
-        MAX_CACHED_ELEMENTS
-    ):
+    elements = t_q * t_k * head_window * (1 if all_heads_exist(head_window, head_boundary) else heads)
+    if elements > MAX_CACHED_ELEMENTS or torch.compiler.is_compiling():
         return _build_dense_mask(*args)
     return _dense_mask(*args)
 
