@@ -155,7 +155,8 @@ def dense_mask(
         (torch.Size([1, 1, 2, 2]), [[1, 0], [0, 1]])
     """
     args = (t_q, t_k, window, causal, heads, head_window, head_boundary, torch.device(device))
-    elements = t_q * t_k * head_window * (1 if all_heads_exist(head_window, head_boundary) else heads)
+    copies = head_window * (1 if all_heads_exist(head_window, head_boundary) else heads)
+    elements = t_q * t_k * copies
     if elements > MAX_CACHED_ELEMENTS or torch.compiler.is_compiling():
         return _build_dense_mask(*args)
     return _dense_mask(*args)
