@@ -39,7 +39,16 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
 
 
 def parameter_table(model: nn.Module, cfg: Config) -> str:
-    """A printable table of :func:`count_parameters` with the attention layout."""
+    """A printable table of :func:`count_parameters` with the attention layout.
+
+    Example:
+        >>> from csan.config import ModelConfig
+        >>> from csan.models import build_model
+        >>> cfg = Config(model=ModelConfig(d_model=16, heads=2, ffn_dim=32))
+        >>> lines = parameter_table(build_model(cfg.model, 50), cfg).splitlines()
+        >>> lines[0], lines[-1].split()
+        ("arch transformer; encoder attention 'vanilla', decoder 'vanilla', cross 'vanilla'", ['total', '17,568'])
+    """
     counts = count_parameters(model)
     m = cfg.model
     lines = [

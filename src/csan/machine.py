@@ -80,6 +80,11 @@ class Machine:
     ``capability`` is ``torch.backends.cpu.get_cpu_capability()`` (the vector ISA ATen dispatches to);
     ``native_bf16`` is True when oneDNN computes bf16 matrix products in hardware; ``flags`` are the
     /proc/cpuinfo flags of :data:`CPU_FLAGS` (what the chip has, whatever PyTorch was told to use).
+
+    Example:
+        >>> m = describe_machine()
+        >>> m.cores >= 1, m.threads == torch.get_num_threads(), sorted(m.flags) == sorted(CPU_FLAGS)
+        (True, True, True)
     """
 
     cpu: str
@@ -156,7 +161,13 @@ def describe_machine() -> Machine:
 
 @dataclass(frozen=True)
 class RuntimeChoice:
-    """What a run computes with: bf16 autocast or float32, compiled or eager, and why."""
+    """What a run computes with: bf16 autocast or float32, compiled or eager, and why.
+
+    Example:
+        >>> choice = choose_runtime(False, False, machine=Machine("AMD EPYC", "AVX2", False, 2, 2))
+        >>> choice.bf16, choice.compile, choice.reasons
+        (False, False, ('float32 (train.cpu_bf16=false)', 'compile off (train.compile=false)'))
+    """
 
     bf16: bool
     compile: bool

@@ -97,7 +97,19 @@ def decode_lines(data: bytes, name: str, *, max_chars: int = MAX_LINE_CHARS) -> 
 def read_text_lines(
     path: str | os.PathLike[str] | None, *, max_chars: int = MAX_LINE_CHARS
 ) -> list[str]:
-    """The lines of a UTF-8 text file, or of stdin when ``path`` is ``None`` or ``"-"``."""
+    """The lines of a UTF-8 text file, or of stdin when ``path`` is ``None`` or ``"-"``.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     _ = (Path(tmp) / "src.txt").write_bytes("Ein Hund.\\r\\nZwei Katzen.\\n".encode())
+        ...     read_text_lines(Path(tmp) / "src.txt")
+        ['Ein Hund.', 'Zwei Katzen.']
+        >>> read_text_lines("no-such-file.txt")
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: no-such-file.txt: no such file
+    """
     if path in STDIO:
         return decode_lines(sys.stdin.buffer.read(), "<stdin>", max_chars=max_chars)
     path = Path(path)
@@ -114,7 +126,16 @@ def read_text_lines(
 
 
 def output_target(path: str | os.PathLike[str]) -> Path:
-    """Where writing ``path`` lands: a symlink's target (written through, never replaced)."""
+    """Where writing ``path`` lands: a symlink's target (written through, never replaced).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     target, link = Path(tmp) / "target.txt", Path(tmp) / "link.txt"
+        ...     link.symlink_to(target)
+        ...     output_target(link) == target.resolve(), output_target(target) == target
+        (True, True)
+    """
     path = Path(path)
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
@@ -264,6 +285,16 @@ def write_text_lines(path: str | os.PathLike[str] | None, lines: Iterable[str]) 
     A regular file is replaced atomically (a failure leaves the old one) and keeps its permissions;
     a symlink is written through to its target; a FIFO, a character device or a socket is written
     to as a stream, never replaced by a regular file.
+
+    Example:
+        >>> write_text_lines("-", ["Ein Hund.", "Zwei Katzen."])  # "-": stdout
+        Ein Hund.
+        Zwei Katzen.
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     write_text_lines(Path(tmp) / "out.txt", ["Ein Hund.", "Zwei Katzen."])
+        ...     (Path(tmp) / "out.txt").read_text(encoding="utf-8")
+        'Ein Hund.\\nZwei Katzen.\\n'
     """
     text = "".join(line + "\n" for line in lines)
     if path in STDIO:

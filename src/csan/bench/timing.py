@@ -13,6 +13,14 @@ __all__ = ["interleaved_ms", "peak_bytes", "sync"]
 
 
 def sync(device: torch.device) -> None:
+    """Wait until ``device`` has run the work queued on it (CUDA); nothing to wait for on the CPU.
+
+    Example:
+        >>> y = torch.ones(2, 3) @ torch.ones(3, 2)
+        >>> sync(y.device)  # on CUDA: the product is done before a clock is read
+        >>> y.sum().item()
+        12.0
+    """
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -22,7 +30,15 @@ def interleaved_ms(
 ) -> dict[str, float]:
     """Median wall time (ms) of each function, timed in rounds: every round runs each function once,
     the order rotating from round to round, so that all of them see the same machine state (a slow
-    spell of a shared machine lands on every backend, not on one)."""
+    spell of a shared machine lands on every backend, not on one).
+
+    Example:
+        >>> calls = []
+        >>> fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+        >>> ms = interleaved_ms(fns, repeats=3, warmup=1, device=torch.device("cpu"))
+        >>> sorted(ms), calls  # one warmup round, then the order rotates round by round
+        (['a', 'b'], ['a', 'b', 'a', 'b', 'b', 'a', 'a', 'b'])
+    """
     names = list(fns)
     if not names:
         return {}

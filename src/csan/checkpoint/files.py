@@ -74,6 +74,15 @@ def remove_folder(path: Path) -> None:
 
     It is renamed to ``<name>.old-<pid>`` first (atomic), then removed; a kill in between leaves
     only a dotted name that :func:`step_folders` ignores and :func:`remove_stale_temporaries` removes.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     (Path(tmp) / "step_00000010" / "sub").mkdir(parents=True)
+        ...     remove_folder(Path(tmp) / "step_00000010")
+        ...     remove_folder(Path(tmp) / "step_00000010")  # gone already: nothing to do
+        ...     os.listdir(tmp)
+        []
     """
     path = Path(path)
     old = path.with_name(f"{path.name}.old-{os.getpid()}")
@@ -90,6 +99,14 @@ def remove_stale_temporaries(folder: Path, *, names: Sequence[str] | None = None
 
     Only call this while no other process writes there (the trainer holds the run's lock).
     Returns the names removed.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for name in ("model", "model.tmp-12", "step_00000010.old-7"):
+        ...         (Path(tmp) / name).mkdir()
+        ...     remove_stale_temporaries(tmp), os.listdir(tmp)
+        (['model.tmp-12', 'step_00000010.old-7'], ['model'])
     """
     removed = []
     for p in sorted(Path(folder).glob("*")):

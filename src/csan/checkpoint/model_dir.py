@@ -104,6 +104,19 @@ def find_model_dir(path: Path) -> Path:
 
 
 def read_model_meta(folder: Path) -> dict[str, Any]:
+    """The ``config.json`` of a model folder; a missing, damaged or foreign one is a CsanError.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     _ = (Path(tmp) / "config.json").write_text('{"config": {}, "vocab_size": 300}')
+        ...     read_model_meta(tmp)["vocab_size"]
+        300
+        >>> read_model_meta("no-such-folder")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: no-such-folder/config.json: missing (...)
+    """
     path = Path(folder) / "config.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
@@ -117,7 +130,22 @@ def read_model_meta(folder: Path) -> dict[str, Any]:
 
 
 def load_weights(model: nn.Module, path: Path) -> None:
-    """Load safetensors weights into ``model``; a bad file is a :class:`CsanError` naming it."""
+    """Load safetensors weights into ``model``; a bad file is a :class:`CsanError` naming it.
+
+    Example:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = Path(tmp.name) / "w.safetensors"
+        >>> source, target = nn.Linear(2, 3), nn.Linear(2, 3)
+        >>> save_model(source, str(path)); load_weights(target, path)
+        >>> torch.equal(target.weight, source.weight)
+        True
+        >>> load_weights(nn.Linear(3, 3), path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: .../w.safetensors: weights do not fit the model (size mismatch ...)
+        >>> tmp.cleanup()
+    """
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
@@ -134,7 +162,15 @@ def load_weights(model: nn.Module, path: Path) -> None:
 
 
 def read_spm(folder: Path) -> bytes:
-    """The subword model of a model folder (``spm.model``); its absence is a CsanError."""
+    """The subword model of a model folder (``spm.model``); its absence is a CsanError.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     _ = (Path(tmp) / "spm.model").write_bytes(b"subwords")
+        ...     read_spm(tmp)
+        b'subwords'
+    """
     path = Path(folder) / "spm.model"
     if not path.is_file():
         raise CsanError(f"{path}: missing (the subword model travels with the weights)")

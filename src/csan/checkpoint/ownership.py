@@ -54,7 +54,18 @@ def _foreign_in_model(folder: Path) -> str | None:
 
 
 def is_model_folder(folder: Path) -> bool:
-    """``folder`` is a (possibly empty) model folder csan wrote."""
+    """``folder`` is a (possibly empty) model folder csan wrote.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     _ = (Path(tmp) / "config.json").write_text('{"format": "csan-model-1"}')
+        ...     is_model_folder(tmp)
+        ...     _ = (Path(tmp) / "notes.txt").write_text("mine")
+        ...     is_model_folder(tmp)
+        True
+        False
+    """
     folder = Path(folder)
     return folder.is_dir() and _foreign_in_model(folder) is None
 
@@ -73,7 +84,17 @@ def _foreign_in_run(folder: Path) -> str | None:
 
 
 def is_run_folder(folder: Path) -> bool:
-    """``folder`` holds a run csan wrote (see the module docstring)."""
+    """``folder`` holds a run csan wrote (see the module docstring).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     is_run_folder(tmp)  # empty: no checkpoints, lock or config.yaml
+        ...     (Path(tmp) / "checkpoints").mkdir()
+        ...     is_run_folder(tmp)
+        False
+        True
+    """
     folder = Path(folder)
     if not folder.is_dir() or _foreign_in_run(folder) is not None:
         return False
@@ -86,7 +107,19 @@ def _is_empty_dir(path: Path) -> bool:
 
 def check_run_output(out: Path, *, force: bool = False) -> None:
     """Refuse ``csan train --out`` on a file, or on a folder that is neither empty nor a csan run
-    (unless ``force``)."""
+    (unless ``force``).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:  # doctest: +ELLIPSIS
+        ...     check_run_output(Path(tmp) / "new")  # a new folder: fine
+        ...     _ = (Path(tmp) / "notes.txt").write_text("mine")
+        ...     check_run_output(tmp, force=True)  # the user's folder, but forced
+        ...     check_run_output(tmp)
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: ...: exists and is not a csan run folder (it holds notes.txt); ...
+    """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CsanError(f"{out}: is a file, expected a run folder (a new or an existing csan run)")
@@ -102,7 +135,18 @@ def check_run_output(out: Path, *, force: bool = False) -> None:
 
 def check_model_output(out: Path, *, force: bool = False, protect: Path | None = None) -> None:
     """Refuse a model-folder output (``csan average --out``) on a file, inside or over the run
-    ``protect``, or on a folder that is neither empty nor a csan model folder (unless ``force``)."""
+    ``protect``, or on a folder that is neither empty nor a csan model folder (unless ``force``).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:  # doctest: +ELLIPSIS
+        ...     run = Path(tmp) / "run"
+        ...     check_model_output(run / "averaged")  # a new folder: fine
+        ...     check_model_output(run / "model", protect=run)
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: .../run/model: would overwrite the run .../run it is made from
+    """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CsanError(f"{out}: is a file, expected a model folder")

@@ -8,7 +8,20 @@ __all__ = ["CHECKPOINT_FILES", "best_checkpoint", "latest_checkpoint", "pointer"
 
 
 def pointer(ckpt_root: Path, name: str) -> Path | None:
-    """The checkpoint folder the pointer file ``ckpt_root/name`` names, if it holds weights."""
+    """The checkpoint folder the pointer file ``ckpt_root/name`` names, if it holds weights.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     root = Path(tmp)
+        ...     (root / "step_00000010").mkdir()
+        ...     _ = (root / "LAST").write_text("step_00000010")
+        ...     pointer(root, "LAST") is None  # no weights in it yet
+        ...     (root / "step_00000010" / "model.safetensors").touch()
+        ...     pointer(root, "LAST").name, pointer(root, "BEST")
+        True
+        ('step_00000010', None)
+    """
     path = ckpt_root / name
     if not path.is_file():
         return None
@@ -20,7 +33,22 @@ def pointer(ckpt_root: Path, name: str) -> Path | None:
 
 
 def best_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint ``BEST`` points to in a run folder, else the one ``LAST`` points to, if any."""
+    """The checkpoint ``BEST`` points to in a run folder, else the one ``LAST`` points to, if any.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     root = Path(tmp) / "checkpoints"
+        ...     for name in ("step_00000010", "step_00000020"):
+        ...         (root / name).mkdir(parents=True)
+        ...         (root / name / "model.safetensors").touch()
+        ...     _ = (root / "LAST").write_text("step_00000020")
+        ...     best_checkpoint(tmp).name  # no BEST: the one LAST names
+        ...     _ = (root / "BEST").write_text("step_00000010")
+        ...     best_checkpoint(tmp).name
+        'step_00000020'
+        'step_00000010'
+    """
     root = Path(run_dir) / "checkpoints"
     return pointer(root, "BEST") or pointer(root, "LAST")
 

@@ -33,7 +33,16 @@ __all__ = [
 
 # -- optimizer state, without pickle ----------------------------------------------------------------
 def optimizer_to_files(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
-    """Split an optimizer state dict into tensors (for safetensors) and JSON-able metadata."""
+    """Split an optimizer state dict into tensors (for safetensors) and JSON-able metadata.
+
+    Example:
+        >>> model = torch.nn.Linear(2, 1)
+        >>> optimizer = torch.optim.Adam(model.parameters())
+        >>> model(torch.ones(1, 2)).sum().backward(); optimizer.step()
+        >>> tensors, meta = optimizer_to_files(optimizer)
+        >>> sorted(tensors)[:3], meta["param_groups"][0]["params"]
+        (['state.0.exp_avg', 'state.0.exp_avg_sq', 'state.0.step'], [0, 1])
+    """
     sd = optimizer.state_dict()
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
@@ -47,6 +56,19 @@ def optimizer_to_files(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torc
 
 
 def optimizer_from_files(optimizer: torch.optim.Optimizer, tensors: dict, meta: dict) -> None:
+    """Load what :func:`optimizer_to_files` split back into ``optimizer`` (a ValueError when the
+    state does not fit its parameters).
+
+    Example:
+        >>> model = torch.nn.Linear(2, 1)
+        >>> old = torch.optim.Adam(model.parameters(), lr=0.1)
+        >>> model(torch.ones(1, 2)).sum().backward(); old.step()
+        >>> new = torch.optim.Adam(model.parameters(), lr=0.5)
+        >>> optimizer_from_files(new, *optimizer_to_files(old))
+        >>> moments = [o.state[model.bias]["exp_avg"] for o in (old, new)]
+        >>> new.param_groups[0]["lr"], torch.equal(*moments)
+        (0.1, True)
+    """
     state: dict[int, dict[str, Any]] = {}
     for name, value in tensors.items():
         if not name.startswith("state."):
@@ -77,6 +99,15 @@ def optimizer_from_files(optimizer: torch.optim.Optimizer, tensors: dict, meta: 
 def save_trainer_state(
     folder: Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]
 ) -> None:
+    """Write ``tensors`` to ``folder/trainer.safetensors`` and ``meta`` to ``folder/trainer.json``.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_trainer_state(Path(tmp), {"rng.torch": torch.get_rng_state()}, {"step": 7})
+        ...     sorted(p.name for p in Path(tmp).iterdir())
+        ['trainer.json', 'trainer.safetensors']
+    """
     save_file(tensors, str(folder / "trainer.safetensors"))
     (folder / "trainer.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
@@ -96,7 +127,16 @@ TRAINER_META_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def load_trainer_state(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read ``trainer.safetensors`` and ``trainer.json``; a damaged one is a CsanError naming it."""
+    """Read ``trainer.safetensors`` and ``trainer.json``; a damaged one is a CsanError naming it.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_trainer_state(Path(tmp), {"x": torch.arange(3)}, {"step": 7})
+        ...     tensors, meta = load_trainer_state(tmp)
+        ...     tensors["x"].tolist(), meta["step"]
+        ([0, 1, 2], 7)
+    """
     folder = Path(folder)
     path = folder / "trainer.safetensors"
     try:
@@ -116,7 +156,19 @@ def load_trainer_state(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str,
 
 
 def check_trainer_state(folder: Path, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-    """Check that what :func:`load_trainer_state` read is a whole trainer state (else CsanError)."""
+    """Check that what :func:`load_trainer_state` read is a whole trainer state (else CsanError).
+
+    Example:
+        >>> optimizer = torch.optim.Adam(torch.nn.Linear(2, 1).parameters())
+        >>> counters = dict(step=9, epoch=1, batch_in_epoch=4, train_seconds=2.5, tokens_seen=640,
+        ...                 best=None)
+        >>> tensors, meta = capture(optimizer, counters)
+        >>> check_trainer_state(Path("ckpt"), tensors, meta)  # whole: no error
+        >>> check_trainer_state(Path("ckpt"), tensors, {**meta, "step": True})
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: ckpt/trainer.json: 'step' has a wrong type (bool)
+    """
     folder = Path(folder)
     if "rng.torch" not in tensors:
         raise CsanError(
@@ -134,7 +186,14 @@ def check_trainer_state(folder: Path, tensors: dict[str, torch.Tensor], meta: di
 def capture(
     optimizer: torch.optim.Optimizer, counters: dict[str, Any]
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The (tensors, JSON metadata) of ``optimizer``, the RNGs and ``counters`` (step, epoch, ...)."""
+    """The (tensors, JSON metadata) of ``optimizer``, the RNGs and ``counters`` (step, epoch, ...).
+
+    Example:
+        >>> optimizer = torch.optim.Adam(torch.nn.Linear(2, 1).parameters())
+        >>> tensors, meta = capture(optimizer, {"step": 3, "epoch": 1})
+        >>> "rng.torch" in tensors, meta["step"], sorted(meta)
+        (True, 3, ['epoch', 'optimizer', 'rng_numpy', 'rng_python', 'step'])
+    """
     tensors, opt_meta = optimizer_to_files(optimizer)
     tensors["rng.torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
@@ -155,7 +214,20 @@ def _first_line(e: BaseException) -> str:
 
 
 def restore(folder: Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Load the optimizer and RNG states of checkpoint ``folder``; returns its trainer.json."""
+    """Load the optimizer and RNG states of checkpoint ``folder``; returns its trainer.json.
+
+    Example:
+        >>> import tempfile
+        >>> optimizer = torch.optim.Adam(torch.nn.Linear(2, 1).parameters())
+        >>> counters = dict(step=9, epoch=1, batch_in_epoch=4, train_seconds=2.5, tokens_seen=640,
+        ...                 best=None)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     save_trainer_state(Path(tmp), *capture(optimizer, counters))
+        ...     drawn = torch.rand(3)
+        ...     meta = restore(tmp, optimizer)  # the generators go back to where capture saw them
+        ...     meta["step"], torch.equal(torch.rand(3), drawn)
+        (9, True)
+    """
     folder = Path(folder)
     tensors, meta = load_trainer_state(folder)
     check_trainer_state(folder, tensors, meta)

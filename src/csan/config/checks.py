@@ -39,7 +39,15 @@ TRAIN_MINIMA = {
 
 
 def check_train_config(tc: TrainConfig) -> None:
-    """A CsanError naming the first ``train.*`` setting the loop cannot work with."""
+    """A CsanError naming the first ``train.*`` setting the loop cannot work with.
+
+    Example:
+        >>> check_train_config(TrainConfig(max_steps=1000))  # fine: no error
+        >>> check_train_config(TrainConfig(label_smoothing=1.0))
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: train.label_smoothing=1.0: must be in [0, 1)
+    """
     for key, least in TRAIN_MINIMA.items():
         value = getattr(tc, key)
         if value is not None and not value >= least:  # also catches NaN
@@ -74,7 +82,15 @@ def check_train_config(tc: TrainConfig) -> None:
 
 
 def check_data_config(dc: DataConfig) -> None:
-    """A CsanError naming the first ``data.*`` setting training cannot work with."""
+    """A CsanError naming the first ``data.*`` setting training cannot work with.
+
+    Example:
+        >>> check_data_config(DataConfig(src_lang="de", tgt_lang="en"))  # fine: no error
+        >>> check_data_config(DataConfig(train_subset=0))
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: data.train_subset=0: must be at least 1 (or null: all pairs)
+    """
     if dc.src_lang == dc.tgt_lang and not dc.same_language:
         raise CsanError(
             f"data.src_lang = data.tgt_lang = {dc.src_lang!r}: a translation needs two languages "
@@ -129,7 +145,15 @@ def resume_difference(saved: Config, cfg: Config) -> str | None:
 
 def check_model_config(mc: ModelConfig) -> None:
     """A CsanError naming the first ``model.*`` setting no model can be built with (the variants'
-    own options are checked when the model is built)."""
+    own options are checked when the model is built).
+
+    Example:
+        >>> check_model_config(ModelConfig(d_model=64, heads=4))  # fine: no error
+        >>> check_model_config(ModelConfig(dropout=1.0))
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: model.dropout=1.0: must be in [0, 1)
+    """
     for key in ("d_model", "heads", "ffn_dim", "encoder_layers", "decoder_layers"):
         value = getattr(mc, key)
         if value < 1:

@@ -271,7 +271,14 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
 
 
 def dump_config(cfg: Config) -> str:
-    """The config as YAML text (what ``load_config(file)`` reads back)."""
+    """The config as YAML text (what ``load_config(file)`` reads back).
+
+    Example:
+        >>> cfg = load_config("tiny", ["train.lr=0.002"])
+        >>> text = dump_config(cfg)
+        >>> text.splitlines()[:2], config_from_dict(yaml.safe_load(text)) == cfg
+        (['model:', '  arch: transformer'], True)
+    """
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
 
 

@@ -10,7 +10,14 @@ __all__ = ["Config", "ConvS2SConfig", "DataConfig", "DecodeConfig", "ModelConfig
 
 @dataclass
 class ConvS2SConfig:
-    """ConvS2S (Gehring et al. 2017) sizes; used when ``model.arch`` is ``convs2s``."""
+    """ConvS2S (Gehring et al. 2017) sizes; used when ``model.arch`` is ``convs2s``.
+
+    Example:
+        >>> sizes = ConvS2SConfig(encoder_layers=4, decoder_layers=3)
+        >>> m = ModelConfig(arch="convs2s", convs2s=sizes)
+        >>> m.convs2s.encoder_layers, m.convs2s.decoder_layers, m.convs2s.kernel
+        (4, 3, 3)
+    """
 
     embed_dim: int = 256  # token and position embedding size
     channels: int = 256  # convolution channels (hidden size of the blocks)
@@ -21,7 +28,13 @@ class ConvS2SConfig:
 
 @dataclass
 class ModelConfig:
-    """The translation model. Attention variants are registry names (``csan attention list``)."""
+    """The translation model. Attention variants are registry names (``csan attention list``).
+
+    Example:
+        >>> m = ModelConfig(d_model=64, encoder_attention="csan1d@0-1")
+        >>> m.d_model // m.heads, m.encoder_attention, m.decoder_attention
+        (16, 'csan1d@0-1', 'vanilla')
+    """
 
     arch: str = "transformer"  # "transformer" or "convs2s"
     d_model: int = 256  # hidden size
@@ -46,7 +59,13 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    """Where the parallel text comes from and how it is cut into subwords."""
+    """Where the parallel text comes from and how it is cut into subwords.
+
+    Example:
+        >>> d = DataConfig(src_lang="de", tgt_lang="en", train_subset=1000)
+        >>> d.dataset, d.test_split, d.vocab_size, d.train_subset
+        ('multi30k', 'test2016', 8000, 1000)
+    """
 
     dataset: str = "multi30k"  # registry name (csan.data.datasets)
     data_dir: str | None = None  # folder with <split>.<lang> files; default $CSAN_DATA/<dataset>
@@ -69,7 +88,13 @@ class DataConfig:
 
 @dataclass
 class TrainConfig:
-    """The training recipe (label-smoothed cross-entropy, Adam, inverse-sqrt warmup)."""
+    """The training recipe (label-smoothed cross-entropy, Adam, inverse-sqrt warmup).
+
+    Example:
+        >>> t = TrainConfig(lr=5e-4, max_steps=1000)
+        >>> t.schedule, t.adam_betas, t.max_epochs
+        ('inverse_sqrt', (0.9, 0.98), None)
+    """
 
     seed: int = 1
     max_tokens: int = 4096  # target tokens per batch and process
@@ -114,7 +139,13 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
-    """Decoding defaults (beam search with the GNMT length penalty)."""
+    """Decoding defaults (beam search with the GNMT length penalty).
+
+    Example:
+        >>> d = DecodeConfig(beam=5)
+        >>> d.beam, int(d.max_len_a * 20 + d.max_len_b)  # the output limit of a 20-token source
+        (5, 34)
+    """
 
     beam: int = 4
     lenpen: float = 0.6  # alpha in ((5 + |y|) / 6) ** alpha
@@ -125,7 +156,13 @@ class DecodeConfig:
 
 @dataclass
 class Config:
-    """A whole run."""
+    """A whole run.
+
+    Example:
+        >>> cfg = Config(train=TrainConfig(lr=5e-4))
+        >>> cfg.model.arch, cfg.to_dict()["train"]["lr"], cfg.to_dict()["train"]["adam_betas"]
+        ('transformer', 0.0005, [0.9, 0.98])
+    """
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)

@@ -169,6 +169,11 @@ class Batch:
         src_tokens: number of non-pad tokens in ``src``.
         tgt_tokens: number of non-pad tokens in ``tgt_out`` (the loss normaliser).
         indices: the pair indices of the rows, in row order.
+
+    Example:
+        >>> batch = collate([([5, 6], [7]), ([8], [9, 10])])  # pad 0, BOS 2, EOS 3
+        >>> batch.src.tolist(), batch.tgt_out.tolist(), len(batch), batch.tgt_tokens
+        ([[5, 6, 3], [8, 3, 0]], [[7, 3, 0], [9, 10, 3]], 2, 5)
     """
 
     src: torch.Tensor

@@ -51,7 +51,13 @@ _TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a dataset: its public URL, whether it is gzipped there, and its sha256."""
+    """One file of a dataset: its public URL, whether it is gzipped there, and its sha256.
+
+    Example:
+        >>> f = get_dataset("multi30k").files["train.en"]
+        >>> f.url.rsplit("/", 1)[-1], f.gzipped, len(f.sha256)
+        ('train.en.gz', True, 64)
+    """
 
     url: str  # where to download it (https:// or file://)
     sha256: str  # hex digest of the (decompressed) file
@@ -60,7 +66,17 @@ class RemoteFile:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A named dataset: the folder name and the files ``<split>.<lang>`` it holds."""
+    """A named dataset: the folder name and the files ``<split>.<lang>`` it holds.
+
+    Example:
+        >>> f = RemoteFile("file:///data/toy/train.en", sha256="0" * 64)
+        >>> DatasetSpec("toy", "toy", ("train",), ("en",), {"train.en": f}).splits
+        ('train',)
+        >>> DatasetSpec("toy", "toy", ("train",), ("en", "de"), {"train.en": f})
+        Traceback (most recent call last):
+        ...
+        ValueError: dataset toy: files ['train.en'] != ['train.de', 'train.en']
+    """
 
     name: str  # registry key, e.g. "multi30k"
     folder: str  # sub-folder of $CSAN_DATA and of the cache folder

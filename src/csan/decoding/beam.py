@@ -47,6 +47,12 @@ class Hypothesis:
         tokens: generated ids, without BOS, EOS or padding.
         score: ``logprob`` divided by the length penalty (the ranking key).
         logprob: sum of the log-probabilities of ``tokens`` and of the final EOS.
+
+    Example:
+        >>> from csan.decoding.beam import _ExampleModel
+        >>> nbest = beam_search_nbest(_ExampleModel(), torch.tensor([[3, 2]]), beam=2)[0]
+        >>> type(nbest[0]).__name__, nbest[0].tokens, nbest[0].score >= nbest[1].score
+        ('Hypothesis', [4, 4, 4, 4], True)
     """
 
     tokens: list[int]

@@ -39,7 +39,16 @@ logger = logging.getLogger("csan")
 
 
 class SubwordCodec(Protocol):
-    """What translation needs from a subword model (the SentencePiece wrapper provides it)."""
+    """What translation needs from a subword model (the SentencePiece wrapper provides it).
+
+    Example:
+        >>> class Chars:  # any class with these two methods will do: ids 3.. are 'a', 'b', ...
+        ...     def encode(self, lines): return [[ord(c) - 94 for c in s] for s in lines]
+        ...     def decode(self, ids): return ["".join(chr(i + 94) for i in s) for s in ids]
+        >>> codec: SubwordCodec = Chars()
+        >>> codec.encode(["abc"]), codec.decode(codec.encode(["abc"]))
+        ([[3, 4, 5]], ['abc'])
+    """
 
     def encode(self, lines: list[str]) -> list[list[int]]: ...
 

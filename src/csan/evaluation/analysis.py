@@ -78,6 +78,11 @@ class NgramRow:
         precision: corpus modified n-gram precision of order n, in % (clipped matches / hypothesis n-grams,
             no smoothing; 0 when the hypotheses have no n-gram of that order).
         bleu: corpus BLEU with max n-gram order n (``sacrebleu.BLEU(max_ngram_order=n)``).
+
+    Example:
+        >>> row = ngram_analysis(["a b c"], ["a b d"], max_order=1)[0]
+        >>> row.order, round(row.precision, 1), round(row.bleu, 1)  # 2 of 3 unigrams match
+        (1, 66.7, 66.7)
     """
 
     order: int

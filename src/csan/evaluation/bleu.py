@@ -23,6 +23,11 @@ class Scores:
         chrf_signature: chrF signature.
         bleu_details: sacreBLEU's BLEU line (precisions, brevity penalty, lengths).
         n_sentences: number of segments scored.
+
+    Example:
+        >>> s = score(["the cat sat on the mat"], ["the cat sat on a mat"])
+        >>> round(s.bleu, 2), round(s.chrf, 2), s.n_sentences, s.bleu_details.split(" (")[0]
+        (53.73, 72.08, 1, 'BLEU = 53.73 83.3/60.0/50.0/33.3')
     """
 
     bleu: float

@@ -48,6 +48,11 @@ class SystemResult:
         mean: the bootstrap estimate of its BLEU.
         ci: half-width of the 95% confidence interval around ``mean``.
         p_value: two-sided p against the baseline; None for the baseline itself.
+
+    Example:
+        >>> base = SystemResult("vanilla", bleu=24.61, mean=24.6, ci=0.93, p_value=None)
+        >>> f"{base.mean:.2f} ± {base.ci:.2f}", base.p_value is None  # as sacreBLEU prints it
+        ('24.60 ± 0.93', True)
     """
 
     name: str
@@ -59,7 +64,15 @@ class SystemResult:
 
 @dataclass
 class PairedTestResult:
-    """The baseline and every system tested against it, with the test's signature."""
+    """The baseline and every system tested against it, with the test's signature.
+
+    Example:
+        >>> base = SystemResult("vanilla", 24.61, 24.6, 0.93, None)
+        >>> new = SystemResult("csan1d", 25.1, 25.12, 0.9, 0.04)
+        >>> result = PairedTestResult("bs", 1000, "nrefs:1|bs:1000|seed:12345", base, [new])
+        >>> [(s["name"], s["p_value"]) for s in result.to_dict()["systems"]]
+        [('csan1d', 0.04)]
+    """
 
     method: str  # "bs" or "ar"
     samples: int  # resamples ("bs") or trials ("ar")

@@ -36,7 +36,17 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: Path, *, dpi: int = 120) -> Path:
-    """Lay out ``fig``, write it to ``path`` (its folder made), close it; return the path."""
+    """Lay out ``fig``, write it to ``path`` (its folder made), close it; return the path.
+
+    Example:
+        >>> import tempfile
+        >>> fig, ax = pyplot().subplots(figsize=(2, 2))
+        >>> _ = ax.plot([0, 1], [1, 0])
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = save_figure(fig, Path(tmp) / "figures" / "line.png", dpi=40)
+        ...     path.name, path.read_bytes()[1:4], pyplot().fignum_exists(fig.number)
+        ('line.png', b'PNG', False)
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

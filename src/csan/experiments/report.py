@@ -174,7 +174,17 @@ def _short(text: str, limit: int = 160) -> str:
 
 def table_rows(rows: Sequence[VariantSummary], seeds: Sequence[int]) -> list[str]:
     """The markdown lines of the table (header included); ``p`` lists the per-seed p-values in the
-    order of ``seeds`` (``—`` for a seed without a test)."""
+    order of ``seeds`` (``—`` for a seed without a test).
+
+    Example:
+        >>> from csan.experiments.summary import SeedTest
+        >>> base = VariantSummary("vanilla", 1, 0, [], params=7_500_000, bleu_mean=24.6)
+        >>> test = SeedTest(seed=1, bleu=25.1, mean=25.1, ci=0.9, delta=0.5, p_value=0.04)
+        >>> new = VariantSummary("csan1d", 1, 0, [], params=7_510_000, added_params=10_000,
+        ...                      bleu_mean=25.1, bleu_delta=0.5, tests=[test])
+        >>> table_rows([base, new], seeds=[1])[3]
+        '| 2 | csan1d | 7.51M | +10.0K | — | — | 25.10 | +0.50 | 0.040 | 1/1 |'
+    """
     lines = [
         "| # | Model | Param. | Added | Speed (steps/s) | Speed vs. base | BLEU (mean ± sd) "
         "| Δ | p per seed | Runs |",
@@ -260,7 +270,13 @@ def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
 
 
 def caption(summary: Summary) -> str:
-    """The line under the title that says how Δ and p were computed."""
+    """The line under the title that says how Δ and p were computed.
+
+    Example:
+        >>> text = caption(Summary([VariantSummary("vanilla", 2, 0, [])], [1, 2], "bs", None))
+        >>> text[:41], "against `vanilla`'s" in text, "in seed order (1, 2)" in text
+        ('Significance: paired bootstrap resampling', True, True)
+    """
     base = summary.rows[0].variant if summary.rows else "-"
     seeds = ", ".join(map(str, summary.seeds))
     return (

@@ -45,6 +45,11 @@ class SeedTest:
         mean, ci: the bootstrap estimate of that BLEU and the half-width of its 95% interval.
         delta: ``bleu`` minus the baseline's on this seed (None for the baseline).
         p_value: two-sided p of the paired test (None for the baseline).
+
+    Example:
+        >>> t = SeedTest(seed=1, bleu=25.1, mean=25.12, ci=0.9, delta=0.49, p_value=0.04)
+        >>> f"{t.mean:.2f} ± {t.ci:.2f}", t.p_value < 0.05, SeedTest(1, 24.6, 24.6, 0.93).delta
+        ('25.12 ± 0.90', True, None)
     """
 
     seed: int
@@ -57,7 +62,13 @@ class SeedTest:
 
 @dataclass
 class VariantSummary:
-    """One table row: a variant's runs folded over seeds (None where no run finished)."""
+    """One table row: a variant's runs folded over seeds (None where no run finished).
+
+    Example:
+        >>> row = VariantSummary("csan1d", runs=2, failed=2, errors=["seeds 1, 2: ValueError: x"])
+        >>> row.runs - row.failed, row.bleu_mean, row.tests
+        (0, None, [])
+    """
 
     variant: str
     runs: int
@@ -77,7 +88,14 @@ class VariantSummary:
 
 @dataclass
 class Summary:
-    """A table's rows (the first is the baseline), its seeds and how significance was tested."""
+    """A table's rows (the first is the baseline), its seeds and how significance was tested.
+
+    Example:
+        >>> table = summarize([RunRecord("vanilla", 1, "", "ok", bleu=25.0),
+        ...                    RunRecord("csan1d", 1, "", "ok", bleu=25.5)], None)
+        >>> [r.variant for r in table.rows], table.seeds, table.method, table.test_signature
+        (['vanilla', 'csan1d'], [1], 'bs', None)
+    """
 
     rows: list[VariantSummary]
     seeds: list[int]

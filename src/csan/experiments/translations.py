@@ -50,7 +50,18 @@ def kept_path(out_dir: Path, run_dir: Path, hyp_file: Path) -> Path:
 
 
 def keep_translation(out_dir: Path, run_dir: Path, hyp_file: Path) -> Path:
-    """Copy ``hyp_file`` gzipped to :func:`kept_path`; a kept file with the same text is left as is."""
+    """Copy ``hyp_file`` gzipped to :func:`kept_path`; a kept file with the same text is left as is.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     hyp = Path(tmp) / "runs" / "csan1d-seed2" / "test2016.hyp"
+        ...     hyp.parent.mkdir(parents=True)
+        ...     _ = hyp.write_text("Ein Hund.\\n", encoding="utf-8")
+        ...     kept = keep_translation(tmp, hyp.parent, hyp)
+        ...     kept.name, gzip.decompress(kept.read_bytes()) == hyp.read_bytes()
+        ('csan1d-seed2.test2016.hyp.gz', True)
+    """
     target = kept_path(out_dir, run_dir, hyp_file)
     data = Path(hyp_file).read_bytes()
     if target.is_file() and gzip.decompress(target.read_bytes()) == data:
@@ -102,7 +113,20 @@ class References:
 
 def read_split(cfg, split: str = "test") -> tuple[list[str], References]:
     """The source lines and the references of a split of ``cfg``: ``"test"``, its (first) test set,
-    the one the trainer scores against; ``"valid"``, its validation split."""
+    the one the trainer scores against; ``"valid"``, its validation split.
+
+    Example:
+        >>> import tempfile
+        >>> from csan.config import Config, DataConfig
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     _ = (Path(tmp) / "t.en").write_text("A dog.\\nTwo cats.\\n", encoding="utf-8")
+        ...     _ = (Path(tmp) / "t.de").write_text("Ein Hund.\\nZwei Katzen.\\n", encoding="utf-8")
+        ...     t = f"{tmp}/t"  # every split from the files t.en and t.de
+        ...     data = DataConfig(train_prefix=t, valid_prefix=t, test_prefix=t)
+        ...     src, refs = read_split(Config(data=data))
+        ...     src, refs.lines, refs.file.name
+        (['A dog.', 'Two cats.'], ['Ein Hund.', 'Zwei Katzen.'], 't.de')
+    """
     files = corpus_files(cfg.data, with_test=split == "test", download=False)
     if split == "valid":
         src, tgt = files["valid"]
@@ -114,7 +138,20 @@ def read_split(cfg, split: str = "test") -> tuple[list[str], References]:
 
 
 def read_references(cfg) -> References:
-    """The references of the (first) test set of ``cfg`` (the one the trainer scores against)."""
+    """The references of the (first) test set of ``cfg`` (the one the trainer scores against).
+
+    Example:
+        >>> import tempfile
+        >>> from csan.config import Config, DataConfig
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for lang, text in (("en", "A dog.\\n"), ("de", "Ein Hund.\\n")):
+        ...         _ = (Path(tmp) / f"t.{lang}").write_text(text, encoding="utf-8")
+        ...     t = f"{tmp}/t"
+        ...     refs = read_references(Config(data=DataConfig(train_prefix=t, valid_prefix=t,
+        ...                                                   test_prefix=t)))
+        ...     refs.lines, refs.sha256 == hashlib.sha256(b"Ein Hund.\\n").hexdigest()
+        (['Ein Hund.'], True)
+    """
     return read_split(cfg, "test")[1]
 
 

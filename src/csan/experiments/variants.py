@@ -53,7 +53,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Variant:
-    """One table row: ``name`` (also the run folder prefix), its overrides and a one-line description."""
+    """One table row: ``name`` (also the run folder prefix), its overrides and a one-line description.
+
+    Example:
+        >>> from csan.config import load_config
+        >>> v = Variant("csan2d", ("model.encoder_attention=csan2d@0-2",), "2D-CSAN, layers 0-2")
+        >>> load_config("tiny", list(v.overrides)).model.encoder_attention
+        'csan2d@0-2'
+    """
 
     name: str
     overrides: tuple[str, ...]
@@ -187,6 +194,13 @@ def resolve_variants(specs: Sequence[str], cfg: Config) -> list[Variant]:
 
     ``cfg`` is the base config (it decides the lower-half placement). Duplicates are dropped, keeping the
     first. Raw placements are not checked here: a bad one fails its own run, not the whole table.
+
+    Example:
+        >>> from csan.config import load_config
+        >>> specs = ["vanilla", "csan1d", "vanilla", "csan2d@0-1"]  # a duplicate, a raw placement
+        >>> variants = resolve_variants(specs, load_config("tiny"))
+        >>> [v.name for v in variants], variants[-1].overrides
+        (['vanilla', 'csan1d', 'csan2d@0-1'], ('model.encoder_attention=csan2d@0-1',))
     """
     out: list[Variant] = []
     for spec in specs:

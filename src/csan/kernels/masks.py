@@ -61,7 +61,12 @@ def _band(t_q: int, t_k: int, window: int, causal: bool, device: torch.device) -
 
 
 def band(t_q: int, t_k: int, *, window: int, causal: bool, device: torch.device) -> Tensor:
-    """The (t_q, t_k) band of :func:`build_band`, cached when small (shared: read only)."""
+    """The (t_q, t_k) band of :func:`build_band`, cached when small (shared: read only).
+
+    Example:
+        >>> band(2, 3, window=3, causal=False, device=torch.device("cpu")).int().tolist()
+        [[1, 1, 1], [0, 1, 1]]
+    """
     if t_q * t_k > MAX_CACHED_ELEMENTS or torch.compiler.is_compiling():
         return build_band(t_q, t_k, window=window, causal=causal, device=device)
     return _band(t_q, t_k, window, causal, torch.device(device))
@@ -96,7 +101,13 @@ def _head_neighbours(
 def head_neighbours(
     heads: int, head_window: int, head_boundary: str, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """:func:`build_head_neighbours`, cached (shared: read only)."""
+    """:func:`build_head_neighbours`, cached (shared: read only).
+
+    Example:
+        >>> index, exists = head_neighbours(4, 3, "wrap", torch.device("cpu"))
+        >>> index[0].tolist(), bool(exists.all())
+        ([3, 0, 1], True)
+    """
     if torch.compiler.is_compiling():
         return build_head_neighbours(heads, head_window, head_boundary, device)
     return _head_neighbours(heads, head_window, head_boundary, torch.device(device))

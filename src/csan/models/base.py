@@ -27,6 +27,12 @@ class EncoderOutput:
         padding_mask: (batch, src_len) bool, True at padding.
         embedded: (batch, src_len, d_model) input embeddings, for models that attend to them (ConvS2S),
             else None.
+
+    Example:
+        >>> import torch
+        >>> enc = EncoderOutput(torch.randn(2, 3, 4), torch.tensor([[0, 0, 1], [0, 0, 0]]).bool())
+        >>> enc.reorder(torch.tensor([1, 1, 0])).padding_mask.int().tolist()
+        [[0, 0, 0], [0, 0, 0], [0, 0, 1]]
     """
 
     out: Tensor
@@ -43,7 +49,20 @@ class EncoderOutput:
 
 
 class Seq2SeqModel(Protocol):
-    """What decoding and training need from a model (Transformer and ConvS2S both provide it)."""
+    """What decoding and training need from a model (Transformer and ConvS2S both provide it).
+
+    Example:
+        >>> import torch
+        >>> from csan.config import ModelConfig
+        >>> from csan.models import build_model
+        >>> m = build_model(ModelConfig(d_model=16, heads=2, ffn_dim=32), vocab_size=50).eval()
+        >>> enc = m.encode(torch.tensor([[5, 6, 7, m.eos_id]]))
+        >>> tgt = torch.tensor([[m.bos_id, 8, 9]])
+        >>> full, state = m.decode(tgt, enc), {}
+        >>> steps = torch.stack([m.decode_step(tgt[:, i : i + 1], enc, state) for i in range(3)], 1)
+        >>> torch.allclose(full, steps, atol=1e-5)
+        True
+    """
 
     pad_id: int
     bos_id: int

@@ -41,7 +41,15 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=60)
 
 @dataclass(frozen=True)
 class DistInfo:
-    """Where this process stands: rank, world size, and its device."""
+    """Where this process stands: rank, world size, and its device.
+
+    Example:
+        >>> DistInfo().is_main, DistInfo().enabled  # one process, as without torchrun
+        (True, False)
+        >>> second = DistInfo(rank=1, world_size=2, local_rank=1)
+        >>> second.is_main, second.enabled
+        (False, True)
+    """
 
     rank: int = 0
     world_size: int = 1

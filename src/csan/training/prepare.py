@@ -110,7 +110,14 @@ def budget_steps(tc: TrainConfig, *, batches_per_epoch: int) -> int | None:
 
 
 def make_optimizer(model: nn.Module, tc: TrainConfig, device: torch.device) -> torch.optim.Adam:
-    """Adam with the config's betas, eps and weight decay; the schedule sets the absolute rate."""
+    """Adam with the config's betas, eps and weight decay; the schedule sets the absolute rate.
+
+    Example:
+        >>> tc = TrainConfig(weight_decay=0.01)
+        >>> group = make_optimizer(nn.Linear(2, 2), tc, torch.device("cpu")).param_groups[0]
+        >>> group["lr"], group["betas"], group["weight_decay"], group["fused"]
+        (1.0, (0.9, 0.98), 0.01, True)
+    """
     optimizer = torch.optim.Adam(
         model.parameters(),
         lr=1.0,  # the schedule gives the absolute rate
@@ -122,13 +129,26 @@ def make_optimizer(model: nn.Module, tc: TrainConfig, device: torch.device) -> t
 
 def apply_optimizer_settings(optimizer: torch.optim.Optimizer, tc: TrainConfig) -> None:
     """Put the config's Adam settings into an optimizer, a restored one included (they may change
-    on resume)."""
+    on resume).
+
+    Example:
+        >>> optimizer = torch.optim.Adam(nn.Linear(2, 2).parameters())
+        >>> apply_optimizer_settings(optimizer, TrainConfig(adam_betas=(0.9, 0.997), adam_eps=1e-8))
+        >>> optimizer.param_groups[0]["betas"], optimizer.param_groups[0]["eps"]
+        ((0.9, 0.997), 1e-08)
+    """
     for group in optimizer.param_groups:
         group.update(betas=tc.adam_betas, eps=tc.adam_eps, weight_decay=tc.weight_decay)
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and torch's generators."""
+    """Seed Python's, NumPy's and torch's generators.
+
+    Example:
+        >>> seed_everything(7); first = (random.random(), np.random.rand(), torch.rand(1).item())
+        >>> seed_everything(7); first == (random.random(), np.random.rand(), torch.rand(1).item())
+        True
+    """
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

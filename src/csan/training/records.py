@@ -23,7 +23,16 @@ __all__ = ["LossWindow", "MetricsLog", "TrainResult", "run_header", "write_resul
 
 @dataclass
 class TrainResult:
-    """What a finished run reports (also written to ``out_dir/results.json``)."""
+    """What a finished run reports (also written to ``out_dir/results.json``).
+
+    Example:
+        >>> result = TrainResult(steps=200, epochs=1.5, train_minutes=2.0, wall_minutes=2.5,
+        ...                      tokens_per_s=1234.0, steps_per_s=1.67, best_valid=None, test=None,
+        ...                      model_dir=Path("run/model"), stop_reason="max_steps=200",
+        ...                      interrupted_by=None)
+        >>> result.summary()
+        'trained 200 steps (1.50 epochs) in 2.5 min (2.0 min in training steps), 1,234 target tokens/s'
+    """
 
     steps: int
     epochs: float

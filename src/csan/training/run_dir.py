@@ -39,7 +39,17 @@ RUN_LEFTOVERS = ("model", ".config.yaml", ".results.json")
 
 class RunCheckpoints:
     """The ``checkpoints/`` folder of the run in ``out``, keeping the newest ``keep`` checkpoints
-    (and the ones ``LAST`` / ``BEST`` name, and every one from ``protect_from`` on)."""
+    (and the ones ``LAST`` / ``BEST`` name, and every one from ``protect_from`` on).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     run = RunCheckpoints(Path(tmp), keep=1)
+        ...     run.save(1, lambda d: (d / "model.safetensors").touch(), is_best=True)
+        ...     run.save(2, lambda d: (d / "model.safetensors").touch())
+        ...     [p.name for p in run.folders()], run.pointed("BEST")  # the best one is kept too
+        (['step_00000001', 'step_00000002'], 'step_00000001')
+    """
 
     def __init__(self, out: Path, *, keep: int) -> None:
         self.out = Path(out)

@@ -39,7 +39,14 @@ class DistortedSet:
 
 
 def data_seed_of(data_seed: int, distortion: str, split: str) -> int:
-    """The seed :func:`csan.spatial.distort` gets for ``split`` of ``distortion``."""
+    """The seed :func:`csan.spatial.distort` gets for ``split`` of ``distortion``.
+
+    Example:
+        >>> data_seed_of(1, "RTS", "train"), data_seed_of(1, "RTS", "test")  # never the same draw
+        (102, 103)
+        >>> data_seed_of(2, "RTS", "train"), data_seed_of(1, "P", "train")
+        (202, 104)
+    """
     return data_seed * 100 + DISTORTIONS.index(distortion) * 2 + (1 if split == "test" else 0)
 
 
@@ -68,5 +75,11 @@ def load_distorted(
 
 
 def as_input(images: Tensor) -> Tensor:
-    """uint8 (B, S, S) -> float (B, 1, S, S) in [0, 1]: background 0, what the sampler reads outside."""
+    """uint8 (B, S, S) -> float (B, 1, S, S) in [0, 1]: background 0, what the sampler reads outside.
+
+    Example:
+        >>> x = as_input(torch.tensor([[[0, 255], [51, 102]]], dtype=torch.uint8))
+        >>> x.shape, [round(v, 2) for v in x.flatten().tolist()]
+        (torch.Size([1, 1, 2, 2]), [0.0, 1.0, 0.2, 0.4])
+    """
     return images.unsqueeze(1).to(torch.float32).div_(255)

@@ -39,7 +39,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the table: the classifier, where its transformer sits, and what it is compared with."""
+    """One row of the table: the classifier, where its transformer sits, and what it is compared with.
+
+    Example:
+        >>> row = ROWS["st-cnn-tps"]
+        >>> row.label, row.classifier, row.transform, row.placement, row.baseline
+        ('ST-CNN TPS', 'cnn', 'tps', 'input', 'cnn')
+    """
 
     label: str  # as printed in the table
     classifier: str  # "cnn" or "fcn"
@@ -153,6 +159,14 @@ def build_model(
     ``st_output``: side of the input transformer's output (None: ``image_size``; smaller zooms in);
     ``tps_grid``: the TPS transformer's control points per side. Parameters are drawn from torch's
     global generator (seed it first).
+
+    Example:
+        >>> import torch
+        >>> model = build_model("st-fcn-affine", image_size=28, st_output=20)
+        >>> type(model).__name__, type(model.classifier).__name__
+        ('STClassifier', 'FullyConnected')
+        >>> model(torch.rand(2, 1, 28, 28)).shape
+        torch.Size([2, 10])
     """
     if row not in ROWS:
         raise ValueError(f"unknown row {row!r}; rows: {', '.join(ROWS)}")
@@ -177,9 +191,22 @@ def build_model(
 
 
 def transformer_of(model: nn.Module) -> SpatialTransformer | None:
-    """The input transformer of a model :func:`build_model` made (None when it has none there)."""
+    """The input transformer of a model :func:`build_model` made (None when it has none there).
+
+    Example:
+        >>> type(transformer_of(build_model("st-cnn-affine", image_size=28))).__name__
+        'SpatialTransformer'
+        >>> transformer_of(build_model("cnn-st1-affine", image_size=28)) is None  # not at the input
+        True
+    """
     return model.st if isinstance(model, STClassifier) else None
 
 
 def count_parameters(model: nn.Module) -> int:
+    """The number of parameters (elements) of ``model``.
+
+    Example:
+        >>> count_parameters(FullyConnected(image_size=28))  # 784*256+256 + 256*256+256 + 256*10+10
+        269322
+    """
     return sum(p.numel() for p in model.parameters())

@@ -51,7 +51,12 @@ PAPER = {
 
 
 def sign_test(*, wins: int, losses: int) -> float:
-    """Exact two-sided sign test: ``min(1, 2 P[X <= min(wins, losses)])``, ``X ~ Bin(wins + losses, 1/2)``."""
+    """Exact two-sided sign test: ``min(1, 2 P[X <= min(wins, losses)])``, ``X ~ Bin(wins + losses, 1/2)``.
+
+    Example:
+        >>> sign_test(wins=8, losses=2), sign_test(wins=0, losses=0)  # 2 * (1 + 10 + 45) / 2**10
+        (0.109375, 1.0)
+    """
     n = wins + losses
     if n == 0:
         return 1.0
@@ -100,7 +105,12 @@ def collect(out_dir: Path, distortions: Sequence[str], rows: Sequence[str], seed
 
 
 def format_cell(errors: Sequence[float]) -> str:
-    """``mean ± sd`` (sample sd; the mean alone with one value; ``—`` with none)."""
+    """``mean ± sd`` (sample sd; the mean alone with one value; ``—`` with none).
+
+    Example:
+        >>> format_cell([1.0, 2.0, 3.0]), format_cell([1.25]), format_cell([])
+        ('2.00 ± 1.00', '1.25', '—')
+    """
     if not errors:
         return "—"
     mean = statistics.fmean(errors)

@@ -41,7 +41,16 @@ EVAL_BATCH = 500  # test images scored at a time
 
 
 def epoch_order(*, seed: int, epoch: int, n: int) -> Tensor:
-    """The order of the ``n`` training images in ``epoch`` of a run with ``seed`` (a permutation)."""
+    """The order of the ``n`` training images in ``epoch`` of a run with ``seed`` (a permutation).
+
+    Example:
+        >>> order = epoch_order(seed=1, epoch=0, n=10)
+        >>> again = epoch_order(seed=1, epoch=0, n=10)
+        >>> sorted(order.tolist()) == list(range(10)), torch.equal(order, again)
+        (True, True)
+        >>> torch.equal(order, epoch_order(seed=1, epoch=1, n=10))  # another epoch, another order
+        False
+    """
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(n, generator=generator)
 
