@@ -7,7 +7,8 @@ model config) and ``spm.model``. A *run folder* is csan's when everything in it 
 experiment grid leaves in the folder of a failed run (so the next call trains it again), and the
 ``*.tmp-N`` / ``*.old-N`` leftovers of an interrupted write) and it has a checkpoint, the lock or a
 ``config.yaml``. Anything else is the user's: refused with one line naming the path and what is in
-it, unless the user passes ``--force``. A path that is a file where a folder is expected is always refused.
+it, unless the user passes ``--force``. A path that is a file where a folder is expected is always
+refused.
 
 Example:
     >>> import tempfile

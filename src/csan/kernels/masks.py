@@ -38,6 +38,12 @@ MAX_CACHED_ELEMENTS = (
 _CACHE_ENTRIES = 64  # per cache: sentence lengths of a training run, a few long-sequence shapes
 
 
+def _use_cache(elements: int) -> bool:
+    """Whether a mask of ``elements`` entries goes through a cache: when it is small, and not under
+    ``torch.compile``, whose graph builds it (Dynamo would trace through the cache and warn)."""
+    return elements <= MAX_CACHED_ELEMENTS and not torch.compiler.is_compiling()
+
+
 def build_band(t_q: int, t_k: int, *, window: int, causal: bool, device: torch.device) -> Tensor:
     """A fresh (t_q, t_k) bool band: key ``j`` inside query ``i``'s window (``i = t_k - t_q + row``).
 
@@ -67,7 +73,7 @@ def band(t_q: int, t_k: int, *, window: int, causal: bool, device: torch.device)
         >>> band(2, 3, window=3, causal=False, device=torch.device("cpu")).int().tolist()
         [[1, 1, 1], [0, 1, 1]]
     """
-    if t_q * t_k > MAX_CACHED_ELEMENTS or torch.compiler.is_compiling():
+    if not _use_cache(t_q * t_k):
         return build_band(t_q, t_k, window=window, causal=causal, device=device)
     return _band(t_q, t_k, window, causal, torch.device(device))
 
@@ -108,7 +114,7 @@ def head_neighbours(
         >>> index[0].tolist(), bool(exists.all())
         ([3, 0, 1], True)
     """
-    if torch.compiler.is_compiling():
+    if not _use_cache(heads * head_window):
         return build_head_neighbours(heads, head_window, head_boundary, device)
     return _head_neighbours(heads, head_window, head_boundary, torch.device(device))
 
@@ -167,8 +173,7 @@ def dense_mask(
     """
     args = (t_q, t_k, window, causal, heads, head_window, head_boundary, torch.device(device))
     copies = head_window * (1 if all_heads_exist(head_window, head_boundary) else heads)
-    elements = t_q * t_k * copies
-    if elements > MAX_CACHED_ELEMENTS or torch.compiler.is_compiling():
+    if not _use_cache(t_q * t_k * copies):
         return _build_dense_mask(*args)
     return _dense_mask(*args)
 
