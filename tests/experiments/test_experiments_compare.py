@@ -456,3 +456,64 @@ def test_a_run_saved_with_the_old_zeros_is_the_same_run(tmp_path) -> None:
 def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> None:
     main_recipe = ["train.max_minutes=null", "train.max_epochs=38", "train.evaluate_test=true"]
     assert load_config("converged-multi30k") == load_config("multi30k-small", main_recipe)
+
+
+def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
+    tmp_path: Path, fake_train
+) -> None:
+    """Seed 1 trained on one CPU, seed 2 (a later session) on another: the table names both and
+    which runs ran on each, results.csv keeps each run's machine, and the kept files give it back."""
+    amd = {"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False, "threads": 2}
+    intel = {"cpu": "Intel Xeon", "capability": "AVX512", "native_bf16": True, "amx_bf16": True}
+
+    def train_on(machine):
+        def trained(cfg, out_dir, *, progress=False):
+            fake_train(cfg, out_dir, progress=progress)
+            path = Path(out_dir) / "results.json"
+            record = json.loads(path.read_text(encoding="utf-8"))
+            path.write_text(json.dumps({**record, "machine": machine}), encoding="utf-8")
+
+        return trained
+
+    quiet = {"say": lambda _: None}
+    run_compare("tiny", ["vanilla", "csan1d"], [1], tmp_path, train_fn=train_on(amd), **quiet)
+    one = (tmp_path / "table.md").read_text(encoding="utf-8")
+    assert "- Machine: AMD EPYC (AVX2, bf16 emulated), 2 threads (all 2 runs)." in one
+    run_compare("tiny", ["vanilla", "csan1d"], [1, 2], tmp_path, train_fn=train_on(intel), **quiet)
+    assert [p.name for p in fake_train.calls] == [
+        "vanilla-seed1",
+        "csan1d-seed1",
+        "vanilla-seed2",
+        "csan1d-seed2",
+    ]
+    table = (tmp_path / "table.md").read_text(encoding="utf-8")
+    assert (
+        "AMD EPYC (AVX2, bf16 emulated), 2 threads: vanilla seed 1, csan1d seed 1; "
+        "Intel Xeon (AVX512, native bf16, AMX): vanilla seed 2, csan1d seed 2." in table
+    )
+    assert table.count("Runs on 2 machines, so a speed here may mix them") == 1
+    rows = read_csv(tmp_path / "results.csv")
+    assert list(rows[0]) == CSV_COLUMNS and rows[0]["machine"].startswith("AMD EPYC")
+    assert [r["machine"].split()[0] for r in rows] == [
+        "AMD",
+        "Intel",
+        "AMD",
+        "Intel",
+    ]  # variant-major
+
+    kept = tmp_path.with_name(tmp_path.name + "-kept")
+    shutil.copytree(tmp_path, kept, ignore=shutil.ignore_patterns("runs"))
+    run_compare("tiny", ["vanilla", "csan1d"], [1, 2], kept, train=False, **quiet)
+    for name in ("table.md", "results.csv"):
+        assert (kept / name).read_bytes() == (tmp_path / name).read_bytes(), name
+
+
+def test_a_table_kept_before_runs_recorded_their_machine_keeps_its_columns(tmp_path: Path) -> None:
+    """results.csv gets its `machine` column only when some run recorded one, so the tables kept
+    before it come back from their files byte for byte."""
+    from csan.experiments.report import read_results_csv, write_results_csv
+
+    path = tmp_path / "results.csv"
+    write_results_csv(path, [RunRecord("vanilla", 1, "", "ok", bleu=24.5)])
+    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == CSV_COLUMNS[:-1]
+    assert read_results_csv(path)[0].machine == ""

@@ -4,7 +4,8 @@ Every variant x seed is trained by :func:`csan.experiments.grid.run_grid` into `
 
 - ``DIR/translations/<variant>-seed<N>.<split>.hyp.gz``: every finished run's test translations
   (:mod:`csan.experiments.translations`);
-- ``DIR/results.csv``: one row per variant x seed (:data:`CSV_COLUMNS`), failed runs included;
+- ``DIR/results.csv``: one row per variant x seed (:data:`CSV_COLUMNS`), failed runs included, each
+  with the machine it trained on (from its ``results.json``);
 - ``DIR/table.md``: one row per variant in the layout of the paper's Table 1: parameters, parameters
   added over the first variant (the baseline), training speed in steps/s and relative to the baseline,
   test BLEU as mean ± sample standard deviation over the seeds, its difference to the baseline, and
@@ -12,7 +13,9 @@ Every variant x seed is trained by :func:`csan.experiments.grid.run_grid` into `
   the per-seed tests with their 95% confidence intervals;
 - ``DIR/bleu.png``: BLEU per variant, mean with ± sd error bars, the baseline as a dashed line;
 - ``DIR/summary.json`` (the same numbers, the test's signature, the references' sha256) and
-  ``DIR/machine.json`` (CPU, threads, torch version; written when training, kept by a report).
+  ``DIR/machine.json`` (CPU, threads, torch version of the last call that trained; kept by a report).
+  A grid resumed over several sessions may run on several machines: the table's notes then say which
+  runs ran where (:func:`csan.experiments.report.machine_note`), since their speeds do not compare.
 
 ``train=False`` (``--report-only``) trains nothing: a run that has not finished in ``runs/`` is taken
 from the folder's own ``results.csv`` and ``translations/`` when they hold it, so that a folder with
@@ -43,6 +46,7 @@ from csan.experiments.grid import RunRecord, run_grid
 from csan.experiments.plots import bleu_bars
 from csan.experiments.recorded import recorded_command
 from csan.experiments.report import (
+    machine_note,
     read_results_csv,
     write_results_csv,
     write_summary,
@@ -142,6 +146,9 @@ def run_compare(
             notes.append(f"No p-values: the test references could not be read ({e}).")
     if refs is not None and not train:
         check_references(refs, (previous or {}).get("references"))
+    machines = machine_note(records)
+    if machines:
+        notes.append(machines)
     signature = _first(r.signature or None for r in records)
     if signature:
         notes.append(f"sacreBLEU signature: `{signature}`.")

@@ -34,7 +34,7 @@ from csan.config import Config, config_from_dict, dump_config, flat_keys, load_c
 from csan.errors import CsanError
 from csan.experiments.variants import Variant
 from csan.info import count_parameters
-from csan.machine import choose_runtime
+from csan.machine import choose_runtime, machine_label
 from csan.machine import machine_info as record
 from csan.models import build_model
 from csan.training.trainer import train
@@ -81,6 +81,7 @@ class RunRecord:
     valid_accuracy: float | None = None
     signature: str = ""
     hyp_file: str = ""  # the test translations, for significance tests
+    machine: str = ""  # where the run trained (:func:`csan.machine.machine_label`), when recorded
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,6 +240,7 @@ def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> 
         valid_accuracy=valid.get("accuracy"),
         signature=str(test.get("signature", "")),
         hyp_file=str(hyp) if hyp is not None and hyp.is_file() else "",
+        machine=machine_label(results.get("machine") or {}),
     )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "CSV_COLUMNS",
     "caption",
     "context_grid",
+    "machine_note",
     "parse_cell",
     "read_results_csv",
     "seed_rows",
@@ -52,6 +53,7 @@ CSV_COLUMNS = [
     "signature",
     "translation",
     "run_dir",
+    "machine",  # written only when some run recorded its machine (tables kept before it stay as they were)
 ]
 
 
@@ -63,15 +65,16 @@ def write_results_csv(path: Path, records: Sequence[RunRecord]) -> None:
     """
     base = _first(r.params for r in records if r.variant == records[0].variant) if records else None
     root = Path(path).parent
+    columns = CSV_COLUMNS if any(r.machine for r in records) else CSV_COLUMNS[:-1]
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for r in records:
             row = asdict(r)
             row["added_params"] = _diff(r.params, base)
             row["run_dir"] = _relative(r.run_dir, root)
             row["translation"] = _relative(r.hyp_file, root)
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
 
 
 def read_results_csv(path: Path) -> list[RunRecord]:
@@ -116,7 +119,7 @@ def read_results_csv(path: Path) -> list[RunRecord]:
     return records
 
 
-_TEXT_COLUMNS = {"variant", "status", "error", "stop_reason", "signature"}
+_TEXT_COLUMNS = {"variant", "status", "error", "stop_reason", "signature", "machine"}
 _RECORD_COLUMNS = [c for c in CSV_COLUMNS if c not in ("added_params", "run_dir", "translation")]
 
 
@@ -267,6 +270,34 @@ def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
                 cells.append(f"{row.bleu_mean:.2f} ({_num(row.bleu_delta, '.2f', signed=True)})")
         lines.append(f"| {where} | " + " | ".join(cells) + " |")
     return lines
+
+
+def machine_note(records: Sequence[RunRecord]) -> str | None:
+    """Where the finished runs trained: one machine, or which runs ran on which (their speeds then
+    mix machines). None when no run recorded its machine (a table kept before runs did).
+
+    Example:
+        >>> a, b = "AMD EPYC (AVX2, bf16 emulated), 2 threads", "Intel Xeon (AVX512, native bf16, AMX), 2 threads"
+        >>> runs = [RunRecord("vanilla", 1, "", "ok", machine=a), RunRecord("csan1d", 1, "", "ok", machine=a)]
+        >>> machine_note(runs)
+        'Machine: AMD EPYC (AVX2, bf16 emulated), 2 threads (all 2 runs).'
+        >>> print(machine_note([*runs, RunRecord("vanilla", 2, "", "ok", machine=b)]))
+        Runs on 2 machines, so a speed here may mix them; compare speeds of runs on one machine (`machine` and `steady_steps_per_s` in `results.csv`): AMD EPYC (AVX2, bf16 emulated), 2 threads: vanilla seed 1, csan1d seed 1; Intel Xeon (AVX512, native bf16, AMX), 2 threads: vanilla seed 2.
+    """
+    by_machine: dict[str, list[str]] = {}
+    for r in records:
+        if r.status == "ok" and r.machine:
+            by_machine.setdefault(r.machine, []).append(f"{r.variant} seed {r.seed}")
+    if not by_machine:
+        return None
+    if len(by_machine) == 1:
+        (machine, runs), *_ = by_machine.items()
+        return f"Machine: {machine} (all {len(runs)} runs)."
+    where = "; ".join(f"{m}: {', '.join(runs)}" for m, runs in by_machine.items())
+    return (
+        f"Runs on {len(by_machine)} machines, so a speed here may mix them; compare speeds of runs on "
+        f"one machine (`machine` and `steady_steps_per_s` in `results.csv`): {where}."
+    )
 
 
 def caption(summary: Summary) -> str:
