@@ -285,7 +285,22 @@ def write_results(
     harness: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Save ``rows`` as ``attention-<device>-<date>.json`` and ``.md`` in ``out_dir`` with the machine and
-    the harness (see :func:`harness`); return both paths."""
+    the harness (see :func:`harness`); return both paths.
+
+    Example (the file names carry today's date):
+        >>> import tempfile
+        >>> row = {"case": "sentence", "batch": 64, "time": 32, "head_window": 1, "backend": "sdpa",
+        ...        "status": "ok", "forward_ms": 1.5, "train_ms": 4.0}
+        >>> json_path, md_path = write_results([row], {"device": "cpu", "cpu": "AMD EPYC"},
+        ...                                    tempfile.mkdtemp(), command="csan bench attention")
+        >>> json_path.name, md_path.name  # doctest: +ELLIPSIS
+        ('attention-cpu-....json', 'attention-cpu-....md')
+        >>> saved = json.loads(json_path.read_text())
+        >>> list(saved), saved["rows"] == [row]
+        (['date', 'command', 'machine', 'harness', 'rows'], True)
+        >>> md_path.read_text().splitlines()[-1]
+        '| sentence | 64 x 32 | 1 | sdpa | 1.50 | 4.00 | - | - | 1.0x | - |'
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.timezone.utc)

@@ -32,7 +32,24 @@ __all__ = ["TorchTransformer", "run_train_bench"]
 
 
 class TorchTransformer(nn.Module):
-    """``torch.nn.Transformer`` with tied embeddings, sinusoidal positions and an output layer."""
+    """``torch.nn.Transformer`` with tied embeddings, sinusoidal positions and an output layer.
+
+    Example (``loss`` sums the label-smoothed cross-entropy over the target tokens that are not
+    padding, so padding the batch further changes nothing):
+        >>> model = TorchTransformer(vocab=20, d_model=16, heads=2, ffn=32, enc=1, dec=1,
+        ...                          dropout=0.0, pre_norm=False)
+        >>> src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+        >>> tgt_in = torch.tensor([[1, 10, 11], [1, 12, 0]])  # 1: <s>, 2: </s>, 0: padding
+        >>> tgt_out = torch.tensor([[10, 11, 2], [12, 2, 0]])
+        >>> loss = model.loss(src, tgt_in, tgt_out, epsilon=0.1)
+        >>> loss.shape, loss.requires_grad
+        (torch.Size([]), True)
+        >>> padded = model.loss(src, F.pad(tgt_in, (0, 2)), F.pad(tgt_out, (0, 2)), epsilon=0.1)
+        >>> torch.allclose(loss, padded)
+        True
+        >>> model.core.decoder.layers[0].linear1.out_features, model.embed.weight.shape
+        (32, torch.Size([20, 16]))
+    """
 
     def __init__(
         self,

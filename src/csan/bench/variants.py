@@ -156,7 +156,23 @@ def run_variant_bench(
 
 
 def variant_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The Markdown table of :func:`run_variant_bench` rows."""
+    """The Markdown table of :func:`run_variant_bench` rows.
+
+    Example:
+        >>> base = {"variant": "vanilla", "params": 7578624, "added_params": 0,
+        ...         "median_step_ms": 250.0, "q1_step_ms": 245.1, "q3_step_ms": 256.3,
+        ...         "steps_per_s": 4.0, "relative_speed": 1.0}
+        >>> csan = {**base, "variant": "csan1d", "params": 7588624, "added_params": 10000,
+        ...         "median_step_ms": 312.5, "q1_step_ms": 305.0, "q3_step_ms": 320.9,
+        ...         "steps_per_s": 3.2, "relative_speed": 0.8}
+        >>> header, rule, *rows = variant_table([base, csan]).splitlines()
+        >>> header.split(" | ")[3:5], rule
+        (['median update (ms)', 'quartiles (ms)'], '|---|---:|---:|---:|---:|---:|---:|')
+        >>> for row in rows:
+        ...     print(row)
+        | vanilla | 7,578,624 | +0 | 250.0 | 245.1-256.3 | 4.0 | 1.00x |
+        | csan1d | 7,588,624 | +10,000 | 312.5 | 305.0-320.9 | 3.2 | 0.80x |
+    """
     lines = [
         "| variant | params | added | median update (ms) | quartiles (ms) | steps/s | speed vs first |",
         "|---|---:|---:|---:|---:|---:|---:|",

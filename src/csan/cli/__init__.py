@@ -22,7 +22,17 @@ __all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``csan`` and ``python -m csan``; returns the exit status."""
+    """Entry point of ``csan`` and ``python -m csan``; returns the exit status.
+
+    Example:
+        >>> import contextlib, io
+        >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+        ...     status = main(["attention"])
+        >>> status, out.getvalue().splitlines()[-1], "csan2d" in out.getvalue()
+        (0, 'cross-attention: conv_qkv, vanilla', True)
+        >>> main(["info", "--config", "no-such-preset"])  # "csan: error: ..." goes to stderr
+        2
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

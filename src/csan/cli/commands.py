@@ -141,6 +141,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """``csan info``: the presets, or the machine, the mode ``auto`` picks on it and the parameters
+    per component of a config (or of a trained model folder).
+
+    Example:
+        >>> from csan.cli.parser import build_parser
+        >>> args = build_parser().parse_args(["info", "--config", "tiny",
+        ...                                   "--set", "train.device=cpu"])
+        >>> cmd_info(args)  # doctest: +ELLIPSIS
+        machine: ...
+        mode on cpu: float32 eager: float32 (train.cpu_bf16=false); compile off (...)
+        arch transformer; encoder attention 'vanilla', decoder 'vanilla', cross 'vanilla'
+        component                           parameters
+        src_embed                               64,000
+        ...
+        total                                  231,680
+        0
+    """
     from csan.config import presets
     from csan.info import parameter_table
 

@@ -60,6 +60,17 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``csan`` parser: one sub-command each, its function in ``func`` (see
+    :mod:`csan.cli.commands`).
+
+    Example:
+        >>> args = build_parser().parse_args(
+        ...     ["train", "--config", "tiny", "--out", "runs/tiny", "--set", "train.lr=0.001"])
+        >>> args.command, args.config, args.out, args.overrides, args.func.__name__
+        ('train', 'tiny', 'runs/tiny', ['train.lr=0.001'], 'cmd_train')
+        >>> build_parser().parse_args(["info"]).config  # the default config
+        'multi30k-small'
+    """
     from csan import __version__
 
     parser = argparse.ArgumentParser(

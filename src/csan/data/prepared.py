@@ -38,7 +38,14 @@ _FORMAT = "csan-encoded-v2"  # v2: control characters dropped (csan.textio.norma
 
 @dataclass
 class EncodedSplit:
-    """One split: subword ids without BOS/EOS, and the normalised text (BLEU references)."""
+    """One split: subword ids without BOS/EOS, and the normalised text (BLEU references).
+
+    Example:
+        >>> split = EncodedSplit(src=[[5, 6], []], tgt=[[7], [8, 9]], src_text=["a b", ""],
+        ...                      tgt_text=["c", "d e"])
+        >>> len(split), split.lengths(), len(split.without_empty())
+        (2, ([3, 1], [2, 3]), 1)
+    """
 
     src: list[list[int]]
     tgt: list[list[int]]
@@ -76,7 +83,23 @@ class EncodedSplit:
 
 @dataclass
 class PreparedCorpus:
-    """The subword model and the encoded splits of one language direction."""
+    """The subword model and the encoded splits of one language direction.
+
+    Example (the second call reads the subword model and the train ids from the cache):
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> for lang, text in (("de", "ein Hund\\nzwei Katzen\\n"), ("en", "a dog\\ntwo cats\\n")):
+        ...     _ = (d / f"train.{lang}").write_text(text * 10, encoding="utf-8")
+        ...     _ = (d / f"valid.{lang}").write_text(text.splitlines()[0], encoding="utf-8")
+        >>> first = prepare_corpus(d, src_lang="de", tgt_lang="en", splits=["train"],
+        ...                        vocab_size=280, cache_dir=d / "cache")
+        >>> pc = prepare_corpus(d, src_lang="de", tgt_lang="en", splits=["train", "valid"],
+        ...                     vocab_size=280, cache_dir=d / "cache")
+        >>> first.cache_hits, pc.cache_hits
+        ({'spm': False, 'train': False}, {'spm': True, 'train': True, 'valid': False})
+        >>> len(pc.spm), pc.splits["valid"].tgt_text, pc.spm.decode(pc.splits["valid"].tgt)
+        (280, ['a dog'], ['a dog'])
+    """
 
     spm: SubwordModel
     splits: dict[str, EncodedSplit]

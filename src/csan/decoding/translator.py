@@ -33,7 +33,24 @@ __all__ = ["LoadedModel", "Translator", "load_model"]
 
 @dataclass
 class LoadedModel:
-    """A model read back from a model folder, with what it needs to translate."""
+    """A model read back from a model folder, with what it needs to translate.
+
+    Example (an untrained tiny model saved, then read back by :func:`load_model`):
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund läuft ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny", ["model.encoder_attention=csan1d"])
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes(), step=40)
+        >>> loaded = load_model(folder)
+        >>> type(loaded.model).__name__, loaded.model.training, loaded.model.vocab_size
+        ('Transformer', False, 300)
+        >>> loaded.config.model.encoder_attention, loaded.meta["step"], loaded.folder == folder
+        ('csan1d', 40, True)
+        >>> len(SubwordModel.from_bytes(loaded.spm_bytes))
+        300
+    """
 
     model: nn.Module
     config: Config
@@ -59,6 +76,22 @@ class Translator:
 
     :meth:`translate` takes lines of text and returns one translation per line, in order; beam size,
     length penalty and batch size default to the model's own settings.
+
+    Example (an untrained tiny model in a run folder's ``model/``: its translations are noise):
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund läuft ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny")
+        >>> run = Path(tempfile.mkdtemp())
+        >>> (run / "model").mkdir()
+        >>> save_model_dir(run / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> translator = Translator.from_dir(run)
+        >>> translator.loaded.folder.name, translator.config.decode.beam, translator.device
+        ('model', 2, device(type='cpu'))
+        >>> hyps = translator.translate(["ein Hund läuft .", "", "ein Hund ."], beam=1)
+        >>> len(hyps), hyps[1]  # one line out per line in, in order; an empty line stays empty
+        (3, '')
     """
 
     def __init__(self, loaded: LoadedModel, *, device: str | torch.device = "cpu") -> None:

@@ -49,7 +49,17 @@ THRESHOLDS = (0.90, 0.95)
 
 @dataclass
 class NgramReport:
-    """The baseline's absolute rows, each system's absolute rows and its gaps to the baseline."""
+    """The baseline's absolute rows, each system's absolute rows and its gaps to the baseline.
+
+    Example:
+        >>> refs = ["a dog runs in the park .", "two men are talking ."]
+        >>> report = ngram_report(refs, {"vanilla": ["a dog runs in a park .", "two men talk ."],
+        ...                              "csan1d": refs})
+        >>> report.baseline_name, list(report.systems), [row.order for row in report.baseline]
+        ('vanilla', ['csan1d'], [1, 2, 3, 4])
+        >>> [round(row.precision, 2) for row in report.systems["csan1d"]]
+        [100.0, 100.0, 100.0, 100.0]
+    """
 
     baseline_name: str
     baseline: list[NgramRow]
@@ -60,7 +70,21 @@ class NgramReport:
 def ngram_report(
     refs: Sequence[str], hyps: Mapping[str, Sequence[str]], max_order: int = 4
 ) -> NgramReport:
-    """Fig. 3 numbers; the first entry of ``hyps`` is the baseline, the others are compared with it."""
+    """Fig. 3 numbers; the first entry of ``hyps`` is the baseline, the others are compared with it.
+
+    Example (``csan1d`` repeats the references, so its gaps are what the baseline misses):
+        >>> refs = ["a dog runs in the park .", "two men are talking ."]
+        >>> report = ngram_report(refs, {"vanilla": ["a dog runs in a park .", "two men talk ."],
+        ...                              "csan1d": refs})
+        >>> [round(row.precision, 2) for row in report.baseline]
+        [81.82, 55.56, 28.57, 20.0]
+        >>> [(g.order, round(g.precision, 2), round(g.bleu, 2)) for g in report.gaps["csan1d"]]
+        [(1, 18.18, 25.29), (2, 44.44, 38.44), (3, 71.43, 53.76), (4, 80.0, 63.34)]
+        >>> ngram_report(refs, {"vanilla": refs})
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: n-gram analysis needs a baseline and at least one system
+    """
     if len(hyps) < 2:
         raise CsanError("n-gram analysis needs a baseline and at least one system")
     names = list(hyps)
@@ -71,7 +95,25 @@ def ngram_report(
 
 
 def write_ngram(report: NgramReport, out_dir: Path) -> list[Path]:
-    """Write ``ngram.md``, ``ngram.csv`` and ``ngram.png`` into ``out_dir``."""
+    """Write ``ngram.md``, ``ngram.csv`` and ``ngram.png`` into ``out_dir``.
+
+    Example:
+        >>> import tempfile
+        >>> refs = ["a dog runs in the park .", "two men are talking ."]
+        >>> report = ngram_report(refs, {"vanilla": ["a dog runs in a park .", "two men talk ."],
+        ...                              "csan1d": refs})
+        >>> paths = write_ngram(report, Path(tempfile.mkdtemp()) / "analysis")
+        >>> [p.name for p in paths]
+        ['ngram.md', 'ngram.csv', 'ngram.png']
+        >>> for line in paths[0].read_text(encoding="utf-8").splitlines()[4:8]:
+        ...     print(line)
+        | vanilla | precision % | 81.82 | 55.56 | 28.57 | 20.00 |
+        | vanilla | BLEU-n | 74.71 | 61.56 | 46.24 | 36.66 |
+        | csan1d | Δ precision | +18.18 | +44.44 | +71.43 | +80.00 |
+        | csan1d | Δ BLEU-n | +25.29 | +38.44 | +53.76 | +63.34 |
+        >>> paths[1].read_text(encoding="utf-8").splitlines()[0]
+        'system,order,precision,bleu,precision_gap,bleu_gap'
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     orders = [r.order for r in report.baseline]
@@ -114,7 +156,15 @@ def _md_row(name: str, what: str, values: Sequence[float], signed: bool) -> str:
 
 @dataclass
 class ConvergenceRun:
-    """One run's validation accuracy curve: ``points`` are (epoch, accuracy) in logged order."""
+    """One run's validation accuracy curve: ``points`` are (epoch, accuracy) in logged order.
+
+    Example:
+        >>> run = ConvergenceRun("vanilla", [(0.5, 0.6), (1.0, 0.8), (2.0, 0.92), (3.0, 0.95)])
+        >>> run.epochs_to(0.9), round(run.interpolated_epochs_to(0.9), 2), run.epochs_to(0.99)
+        (2.0, 1.83, None)
+        >>> run.per_epoch()  # the last validation inside each epoch
+        {1: 0.8, 2: 0.92, 3: 0.95}
+    """
 
     name: str
     points: list[tuple[float, float]]
@@ -231,6 +281,22 @@ def write_convergence(
     """Write ``convergence.md`` / ``.csv`` / ``.png``: accuracy per epoch and epochs to each threshold.
 
     ``relative_to``: the name of a run; the thresholds are then fractions of its best accuracy.
+
+    Example:
+        >>> import tempfile
+        >>> runs = [ConvergenceRun("vanilla", [(1.0, 0.8), (2.0, 0.92), (3.0, 0.95)]),
+        ...         ConvergenceRun("csan1d", [(1.0, 0.85), (2.0, 0.96)])]
+        >>> out = Path(tempfile.mkdtemp())
+        >>> [p.name for p in write_convergence(runs, out)]
+        ['convergence.md', 'convergence.csv', 'convergence.png']
+        >>> for line in (out / "convergence.csv").read_text(encoding="utf-8").splitlines():
+        ...     print(line)
+        run,to 0.90,≈ to 0.90,to 0.95,≈ to 0.95,ep 1,ep 2,ep 3
+        vanilla,2,1.83,3,3.00,0.8000,0.9200,0.9500
+        csan1d,2,1.45,2,1.91,0.8500,0.9600,—
+        >>> _ = write_convergence(runs, out, [0.9], relative_to="csan1d")
+        >>> (out / "convergence.csv").read_text(encoding="utf-8").splitlines()[0]
+        'run,to 0.90×csan1d (0.8640),≈ to 0.90×csan1d (0.8640),ep 1,ep 2,ep 3'
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

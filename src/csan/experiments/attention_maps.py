@@ -39,6 +39,13 @@ class AttentionMap:
 
     ``weights``: (heads, queries, keys), or (heads, queries, heads, keys) split by key head.
     ``queries`` / ``keys``: the subword pieces on each axis. ``variant``: e.g. ``"csan1d (M=11)"``.
+
+    Example (a 2D-CSAN layer's weights, split by key head: 2 heads, 3 pieces):
+        >>> pieces = ["▁a", "▁dog", "</s>"]
+        >>> amap = AttentionMap(torch.full((2, 3, 2, 3), 1 / 6), pieces, pieces, "encoder", 1,
+        ...                     "csan2d (M=3, N=2)")
+        >>> amap.weights.shape, amap.weights[0, 0].sum().item(), amap.queries[-1]
+        (torch.Size([2, 3, 2, 3]), 1.0, '</s>')
     """
 
     weights: Tensor
@@ -128,7 +135,17 @@ def sentence_attention(
 
 
 def plot_attention(amap: AttentionMap, path: str | Path, *, max_cols: int = 4) -> Path:
-    """Write a grid of heat maps (one per query head) with the pieces as tick labels."""
+    """Write a grid of heat maps (one per query head) with the pieces as tick labels.
+
+    Example (5 heads, at most 3 panels a row: a 3 x 2 grid, the last panel left blank):
+        >>> import struct, tempfile
+        >>> pieces = ["▁a", "▁dog", "</s>"]
+        >>> weights = torch.full((5, 3, 3), 1 / 3)
+        >>> amap = AttentionMap(weights, pieces, pieces, "encoder", 0, "vanilla")
+        >>> png = plot_attention(amap, Path(tempfile.mkdtemp()) / "attention.png", max_cols=3)
+        >>> png.name, png.read_bytes()[1:4], struct.unpack(">II", png.read_bytes()[16:24])
+        ('attention.png', b'PNG', (777, 446))
+    """
     plt = pyplot()
     w = amap.weights
     heads, t_q = w.shape[0], w.shape[1]

@@ -59,7 +59,13 @@ TrainFn = Callable[..., Any]
 
 @dataclass
 class RunRecord:
-    """What one variant x seed run gave (``status``: ``"ok"``, ``"failed"`` or ``"not run"``)."""
+    """What one variant x seed run gave (``status``: ``"ok"``, ``"failed"`` or ``"not run"``).
+
+    Example:
+        >>> r = RunRecord("csan1d", 2, "cmp/runs/csan1d-seed2", "failed", error="ValueError: x")
+        >>> r.status, r.error, r.bleu, r.to_dict()["seed"]
+        ('failed', 'ValueError: x', None, 2)
+    """
 
     variant: str
     seed: int
@@ -215,7 +221,26 @@ def _count_params(run_dir: Path) -> int | None:
 
 
 def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> RunRecord:
-    """A :class:`RunRecord` from a finished run folder and its ``results.json``."""
+    """A :class:`RunRecord` from a finished run folder and its ``results.json``.
+
+    Example (a run folder with its metrics and test translations, but no kept model):
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp()) / "runs" / "vanilla-seed1"
+        >>> run.mkdir(parents=True)
+        >>> _ = (run / "test2016.hyp").write_text("a dog runs .\\n")
+        >>> lines = [{"kind": "train", "step": s, "epoch": s / 100, "train_seconds": t}
+        ...          for s, t in [(100, 60.0), (200, 110.0)]]
+        >>> lines.append({"kind": "valid", "step": 200, "bleu": 21.5, "accuracy": 0.61})
+        >>> _ = (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in lines))
+        >>> results = {"steps": 200, "epochs": 2.0, "stop_reason": "max_steps",
+        ...            "test": {"split": "test2016", "bleu": 24.6, "chrf": 51.2},
+        ...            "machine": {"cpu": "AMD EPYC", "capability": "AVX2", "threads": 2}}
+        >>> r = collect("vanilla", 1, run, results)
+        >>> r.status, r.steps, r.steady_steps_per_s, r.bleu, r.valid_bleu, r.params
+        ('ok', 200, 2.0, 24.6, 21.5, None)
+        >>> Path(r.hyp_file).name, r.machine
+        ('test2016.hyp', 'AMD EPYC (AVX2, bf16 emulated), 2 threads')
+    """
     test = results.get("test") or {}
     records = _metrics(run_dir)
     valid = next((r for r in reversed(records) if r.get("kind") == "valid"), {})
@@ -247,7 +272,15 @@ def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> 
 def run_config(
     source: str, variant: Variant, seed: int, *, overrides: Sequence[str], defaults: Sequence[str]
 ) -> Config:
-    """The config of one run (see the module docstring for the order of the overrides)."""
+    """The config of one run (see the module docstring for the order of the overrides).
+
+    Example:
+        >>> variant = Variant("csan1d", ("model.encoder_attention=csan1d",))
+        >>> cfg = run_config("tiny", variant, 3, overrides=["train.lr=0.002"],
+        ...                  defaults=["train.evaluate_test=true"])
+        >>> cfg.model.encoder_attention, cfg.train.seed, cfg.train.lr, cfg.train.evaluate_test
+        ('csan1d', 3, 0.002, True)
+    """
     return load_config(source, [*defaults, *overrides, *variant.overrides, f"train.seed={seed}"])
 
 
@@ -355,7 +388,15 @@ def _failed(variant: str, seed: int, run_dir: Path, error: BaseException) -> Run
 
 
 def machine_info(cfg: Config | None = None) -> dict[str, Any]:
-    """The machine a table was measured on (:func:`csan.machine.machine_info`) and the run settings."""
+    """The machine a table was measured on (:func:`csan.machine.machine_info`) and the run settings.
+
+    Example:
+        >>> info = machine_info(load_config("tiny"))
+        >>> info["cpu"] != "", info["device"], info["cpu_bf16"], info["compile"], info["mode"]
+        (True, 'cpu', False, False, 'float32 eager')
+        >>> "mode" in machine_info()  # no config: the machine only
+        False
+    """
     if cfg is None:
         return record()
     tc = cfg.train
@@ -380,6 +421,16 @@ def write_machine(
     """Write ``out_dir/<name>`` (:func:`machine_info` plus ``extra``, e.g. the command).
 
     ``keep``: leave a record that is there as it is (a report keeps the training machine's).
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> path = write_machine(out, command="csan compare")
+        >>> path.name, json.loads(path.read_text())["command"]
+        ('machine.json', 'csan compare')
+        >>> _ = write_machine(out, command="csan compare --report", keep=True)  # kept as it was
+        >>> json.loads(path.read_text())["command"]
+        'csan compare'
     """
     path = Path(out_dir) / name
     if keep and path.is_file():

@@ -62,6 +62,23 @@ def write_results_csv(path: Path, records: Sequence[RunRecord]) -> None:
 
     ``run_dir`` and ``translation`` (the kept test translations) are written relative to the CSV's
     folder when they lie inside it, so that the file does not depend on where the table was made.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> runs = [RunRecord("vanilla", 1, str(folder / "runs" / "vanilla-seed1"), "ok",
+        ...                   params=7578624, bleu=24.6),
+        ...         RunRecord("csan1d", 1, "/elsewhere/csan1d-seed1", "ok", params=7588624,
+        ...                   bleu=25.1)]
+        >>> write_results_csv(folder / "results.csv", runs)
+        >>> header, *rows = (folder / "results.csv").read_text().splitlines()
+        >>> header.split(",")[:5], header.endswith(",translation,run_dir")
+        (['variant', 'seed', 'status', 'params', 'added_params'], True)
+        >>> for row in rows:
+        ...     cells = row.split(",")
+        ...     print(cells[:5], cells[13], cells[-1])
+        ['vanilla', '1', 'ok', '7578624', '0'] 24.6 runs/vanilla-seed1
+        ['csan1d', '1', 'ok', '7588624', '10000'] 25.1 /elsewhere/csan1d-seed1
     """
     base = _first(r.params for r in records if r.variant == records[0].variant) if records else None
     root = Path(path).parent
@@ -326,7 +343,23 @@ def write_table_md(
     notes: Sequence[str] = (),
 ) -> None:
     """``table.md``: a title, the caption, the table (and the context grid, if any), how to read it,
-    then the per-seed tests."""
+    then the per-seed tests.
+
+    Example:
+        >>> import tempfile
+        >>> from csan.experiments.summary import summarize
+        >>> runs = [RunRecord("vanilla", 1, "", "ok", params=7578624, bleu=24.6),
+        ...         RunRecord("csan1d", 1, "", "ok", params=7588624, bleu=25.1)]
+        >>> path = Path(tempfile.mkdtemp()) / "table.md"
+        >>> write_table_md(path, summarize(runs, None), title="Tiny compare", notes=["Seeds: 1."])
+        >>> lines = path.read_text(encoding="utf-8").splitlines()
+        >>> lines[0], lines[-1]
+        ('# Tiny compare', '- Seeds: 1.')
+        >>> for line in lines[6:8]:
+        ...     print(line)
+        | 1 | vanilla | 7.58M |  | — | — | 24.60 |  |  | 1/1 |
+        | 2 | csan1d | 7.59M | +10.0K | — | — | 25.10 | +0.50 | — | 1/1 |
+    """
     rows = summary.rows
     base = rows[0].variant if rows else "-"
     grid = context_grid(rows)
@@ -371,7 +404,21 @@ def write_table_md(
 
 def write_summary(path: Path, summary: Summary, **extra: Any) -> None:
     """``summary.json``: ``extra`` (config, command, signature, references), the significance test
-    and the table's numbers."""
+    and the table's numbers.
+
+    Example:
+        >>> import tempfile
+        >>> from csan.experiments.summary import summarize
+        >>> runs = [RunRecord("vanilla", 1, "", "ok", bleu=24.6),
+        ...         RunRecord("csan1d", 1, "", "ok", bleu=25.1)]
+        >>> path = Path(tempfile.mkdtemp()) / "summary.json"
+        >>> write_summary(path, summarize(runs, None), config="tiny")
+        >>> payload = json.loads(path.read_text(encoding="utf-8"))
+        >>> list(payload), payload["significance"]["method"]
+        (['config', 'seeds', 'significance', 'variants'], 'bs')
+        >>> [(v["variant"], v["bleu_mean"], v["bleu_delta"]) for v in payload["variants"]]
+        [('vanilla', 24.6, 0.0), ('csan1d', 25.1, 0.5)]
+    """
     significance = {
         "method": summary.method,
         "description": describe_method(summary.method),

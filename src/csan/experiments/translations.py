@@ -100,7 +100,17 @@ def read_translations(path: str | os.PathLike[str]) -> list[str]:
 
 @dataclass
 class References:
-    """The references of a table's test set: the file, its lines and the sha256 of its bytes."""
+    """The references of a table's test set: the file, its lines and the sha256 of its bytes.
+
+    Example:
+        >>> text = "Ein Hund.\\nZwei Katzen.\\n"
+        >>> refs = References(Path("data/test2016.de"), text.splitlines(),
+        ...                   hashlib.sha256(text.encode()).hexdigest())
+        >>> refs.lines
+        ['Ein Hund.', 'Zwei Katzen.']
+        >>> refs.to_dict()  # doctest: +ELLIPSIS
+        {'file': 'test2016.de', 'sentences': 2, 'sha256': '...'}
+    """
 
     file: Path
     lines: list[str]

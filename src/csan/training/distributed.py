@@ -114,6 +114,14 @@ def init_distributed(device: torch.device) -> DistInfo:
 
 
 def barrier(info: DistInfo) -> None:
+    """Wait until every rank has reached this call (a no-op for a single process).
+
+    Example (one process, as outside torchrun: no process group, nothing to wait for):
+        >>> info = DistInfo()
+        >>> barrier(info)
+        >>> info.enabled, dist.is_initialized()
+        (False, False)
+    """
     if info.enabled:
         dist.barrier()
 
@@ -171,5 +179,14 @@ def same_on_all_ranks(data: bytes, info: DistInfo) -> bool:
 
 
 def shutdown(info: DistInfo) -> None:
+    """Leave the process group at the end of a run (a no-op for a single process, or when no group
+    was joined), so that the next run in this process starts afresh.
+
+    Example (safe to call whatever :func:`init_distributed` did):
+        >>> shutdown(DistInfo())
+        >>> shutdown(DistInfo(rank=1, world_size=2, local_rank=1))  # no group was joined here
+        >>> dist.is_initialized()
+        False
+    """
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()

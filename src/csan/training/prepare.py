@@ -40,7 +40,20 @@ __all__ = [
 def check_before_work(cfg: Config, out: Path, *, force: bool = False) -> None:
     """Every mistake that can be seen without data: the config's values, the model it builds (on
     the meta device), the environment (``WORLD_SIZE``/``RANK``, the cache folder) and the output
-    folder (a file, or a folder that is not a csan run, unless ``force``). Raises CsanError."""
+    folder (a file, or a folder that is not a csan run, unless ``force``). Raises CsanError.
+
+    Example (nothing is written: a new output folder is not made yet):
+        >>> import tempfile
+        >>> from csan.config import load_config
+        >>> out = Path(tempfile.mkdtemp()) / "run"
+        >>> check_before_work(load_config("tiny"), out)
+        >>> out.exists()
+        False
+        >>> check_before_work(load_config("tiny", ["model.heads=3"]), out)
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: model config: d_model (64) must be divisible by heads (3)
+    """
     check_train_config(cfg.train)
     check_data_config(cfg.data)
     check_model(cfg.model)
@@ -54,6 +67,27 @@ def resume_point(out: Path, cfg: Config) -> tuple[Path | None, bytes | None]:
 
     A checkpoint trained with another setting than ``cfg`` (other than the keys that may change on
     resume, :data:`csan.config.RESUMABLE_KEYS`) is refused, naming the first changed key.
+
+    Example (a checkpoint written by hand: only its ``config.json`` and ``spm.model`` are read):
+        >>> import json, tempfile
+        >>> from csan.config import load_config
+        >>> run = Path(tempfile.mkdtemp())
+        >>> resume_point(run, load_config("tiny"))  # a new run
+        (None, None)
+        >>> step = run / "checkpoints" / "step_00000100"
+        >>> step.mkdir(parents=True)
+        >>> for name in ckpt.CHECKPOINT_FILES:
+        ...     (step / name).touch()
+        >>> meta = {"config": load_config("tiny").to_dict(), "vocab_size": 1000}
+        >>> _ = (step / "config.json").write_text(json.dumps(meta))
+        >>> _ = (step / "spm.model").write_bytes(b"the subword model")
+        >>> folder, spm_bytes = resume_point(run, load_config("tiny", ["train.max_steps=400"]))
+        >>> folder.name, spm_bytes
+        ('step_00000100', b'the subword model')
+        >>> resume_point(run, load_config("tiny", ["model.ffn_dim=256"]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        csan.errors.CsanError: ...: ... another setting (model.ffn_dim: 128 -> 256); resume it ...
     """
     folder = ckpt.latest_checkpoint(out)
     if folder is None:

@@ -127,7 +127,28 @@ def run_header(
     dist: DistInfo,
 ) -> list[str]:
     """The first lines a run prints: the machine (on a CPU), the mode ``auto`` chose and why, the
-    model's size and the training pairs."""
+    model's size and the training pairs.
+
+    Example (of ``data`` only the pair counts are read):
+        >>> from types import SimpleNamespace
+        >>> from csan.config import load_config
+        >>> from csan.machine import Machine, choose_runtime
+        >>> from csan.models import build_model
+        >>> cfg = load_config("tiny")
+        >>> runtime = choose_runtime(False, False, machine=Machine("AMD EPYC", "AVX2", False, 2, 2))
+        >>> data = SimpleNamespace(n_train=29000, n_dropped=12)
+        >>> lines = run_header(cfg, build_model(cfg.model, 1000), data, runtime,
+        ...                    torch.device("cpu"), DistInfo())
+        >>> lines[0]  # doctest: +ELLIPSIS
+        'machine: ..., ... cores; ATen capability ...'
+        >>> lines[1]
+        'mode: float32 eager: float32 (train.cpu_bf16=false); compile off (train.compile=false)'
+        >>> for part in lines[2].split("; "):
+        ...     print(part)
+        model: transformer, 231,680 parameters
+        train pairs: 29,000 (dropped 12 over 48 tokens or empty)
+        device cpu
+    """
     lines = [f"machine: {describe_machine().summary()}"] if device.type == "cpu" else []
     lines.append(f"mode: {runtime.mode}: {'; '.join(runtime.reasons)}")
     n_params = sum(p.numel() for p in model.parameters())
@@ -141,7 +162,20 @@ def run_header(
 
 
 def write_results(path: Path, result: TrainResult, machine: dict[str, Any]) -> None:
-    """Write ``results.json`` (atomically): the result's fields and the machine record."""
+    """Write ``results.json`` (atomically): the result's fields and the machine record.
+
+    Example:
+        >>> import tempfile
+        >>> result = TrainResult(steps=200, epochs=1.5, train_minutes=2.0, wall_minutes=2.5,
+        ...                      tokens_per_s=1234.0, steps_per_s=1.67, best_valid=None, test=None,
+        ...                      model_dir=Path("run/model"), stop_reason="max_steps=200",
+        ...                      interrupted_by=None, mode="float32 eager")
+        >>> path = Path(tempfile.mkdtemp()) / "results.json"
+        >>> write_results(path, result, {"cpu": "AMD EPYC", "threads": 2})
+        >>> saved = json.loads(path.read_text())
+        >>> saved["steps"], saved["stop_reason"], saved["model_dir"], saved["machine"]["cpu"]
+        (200, 'max_steps=200', 'run/model', 'AMD EPYC')
+    """
     record = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
     record["machine"] = machine
     ckpt.atomic_write_text(path, json.dumps(record, indent=2) + "\n")

@@ -138,7 +138,21 @@ class RunCheckpoints:
 
 def tidy_after_crash(out: Path, step: int) -> int:
     """Remove a killed run's temporary folders and files, and its metrics lines past ``step`` (the
-    checkpoint it resumes from); return the number of metrics lines dropped."""
+    checkpoint it resumes from); return the number of metrics lines dropped.
+
+    Example (a run killed while writing step 30, resumed from step 20):
+        >>> import os, tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> for name in ("checkpoints/step_00000020", "checkpoints/step_00000030.tmp-41", "model"):
+        ...     (out / name).mkdir(parents=True)
+        >>> _ = (out / ".results.json.tmp-41").write_text("{")
+        >>> _ = (out / "metrics.jsonl").write_text("".join(
+        ...     f'{{"kind": "train", "step": {s}}}\\n' for s in (10, 20, 30)))
+        >>> tidy_after_crash(out, 20)  # the line of step 30 is dropped
+        1
+        >>> sorted(os.listdir(out)), os.listdir(out / "checkpoints")
+        (['checkpoints', 'metrics.jsonl', 'model'], ['step_00000020'])
+    """
     root = out / "checkpoints"
     if root.is_dir():
         removed = ckpt.remove_stale_temporaries(root)

@@ -40,7 +40,17 @@ TABLE_ROWS = ("cnn", "st-cnn-affine", "st-cnn-projective", "st-cnn-tps", "fcn", 
 
 @dataclass(frozen=True)
 class StnConfig:
-    """One distorted-MNIST table: what is trained, on what, and how long."""
+    """One distorted-MNIST table: what is trained, on what, and how long.
+
+    Example (the defaults are the ``mnist`` preset; a setting is changed by a copy):
+        >>> cfg = StnConfig()
+        >>> cfg.distortions, cfg.seeds, cfg.train_images, cfg == PRESETS["mnist"]
+        (('R', 'RTS', 'P', 'E', 'clutter'), (1, 2, 3), 60000, True)
+        >>> dataclasses.replace(cfg, epochs=1, rows=("cnn",)).rows
+        ('cnn',)
+        >>> "seeds" in RUN_KEYS, "lr" in RUN_KEYS  # a run's folder records the keys that define it
+        (False, True)
+    """
 
     distortions: tuple[str, ...] = DISTORTIONS  # columns: R, RTS, P, E, clutter
     rows: tuple[str, ...] = TABLE_ROWS  # models (csan.experiments.stn.models.ROWS)

@@ -33,7 +33,17 @@ def _outline(points: torch.Tensor, size: int) -> tuple[list[float], list[float]]
 def transforms_figure(
     st: SpatialTransformer, images: torch.Tensor, path: Path, *, title: str = ""
 ) -> Path:
-    """Inputs ``images`` (N, S, S) uint8 over what ``st`` outputs for them; writes ``path`` (PNG)."""
+    """Inputs ``images`` (N, S, S) uint8 over what ``st`` outputs for them; writes ``path`` (PNG).
+
+    Example (three 28x28 images: one column each, 1.2 inches wide, at 110 dpi):
+        >>> import struct, tempfile
+        >>> images = torch.zeros(3, 28, 28, dtype=torch.uint8)
+        >>> images[:, 10:18, 12:16] = 255
+        >>> st = SpatialTransformer(in_channels=1)  # untrained: the identity
+        >>> png = transforms_figure(st, images, Path(tempfile.mkdtemp()) / "st.png", title="RTS")
+        >>> png.name, png.read_bytes()[1:4], struct.unpack(">II", png.read_bytes()[16:24])
+        ('st.png', b'PNG', (440, 319))
+    """
     plt = pyplot()
     st.eval()
     x = as_input(images)
@@ -63,7 +73,17 @@ def transforms_figure(
 def curves_figure(
     curves: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], path: Path
 ) -> Path:
-    """``curves[distortion][row label]`` = [(step, test error %), ...]; one panel per distortion."""
+    """``curves[distortion][row label]`` = [(step, test error %), ...]; one panel per distortion.
+
+    Example (two distortions: two panels side by side):
+        >>> import struct, tempfile
+        >>> curves = {"RTS": {"CNN": [(50, 9.0), (100, 4.0)],
+        ...                   "ST-CNN affine": [(50, 7.0), (100, 2.5)]},
+        ...           "R": {"CNN": [(50, 5.0), (100, 3.0)]}}
+        >>> png = curves_figure(curves, Path(tempfile.mkdtemp()) / "curves.png")
+        >>> png.name, png.read_bytes()[1:4], struct.unpack(">II", png.read_bytes()[16:24])
+        ('curves.png', b'PNG', (704, 330))
+    """
     plt = pyplot()
     names = list(curves)
     fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 3.0))

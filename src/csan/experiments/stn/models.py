@@ -136,7 +136,16 @@ class FullyConnected(nn.Module):
 
 
 class STClassifier(nn.Module):
-    """A spatial transformer in front of a classifier: ``classifier(st(x))``."""
+    """A spatial transformer in front of a classifier: ``classifier(st(x))``.
+
+    Example (a new transformer starts as the identity, so the model first classifies ``x`` itself):
+        >>> import torch
+        >>> model = STClassifier(st=SpatialTransformer(in_channels=1),
+        ...                      classifier=FullyConnected(image_size=28))
+        >>> x = torch.rand(2, 1, 28, 28)
+        >>> model(x).shape, torch.allclose(model(x), model.classifier(x), atol=1e-4)
+        (torch.Size([2, 10]), True)
+    """
 
     def __init__(self, *, st: SpatialTransformer, classifier: nn.Module) -> None:
         super().__init__()
