@@ -73,6 +73,14 @@ def bleu_bars(
         >>> png = bleu_bars(rows, Path(tempfile.mkdtemp()) / "bleu.png", title="test BLEU")
         >>> png.name, png.read_bytes()[1:4], struct.unpack(">II", png.read_bytes()[16:24])
         ('bleu.png', b'PNG', (480, 456))
+
+    A failed variant's label sits at the foot of the plot, inside it, whatever the y range:
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error")  # matplotlib warns when a label falls outside
+        ...     png = bleu_bars([*rows, ("bogus", None, None)], png)
+        >>> struct.unpack(">II", png.read_bytes()[16:24])
+        (480, 456)
     """
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(rows) + 1.5), 3.8))
@@ -83,7 +91,11 @@ def bleu_bars(
     ax.bar(range(len(rows)), means, yerr=errors, capsize=3, color=colors)
     for i, (_, mean, _) in enumerate(rows):
         if mean is None:
-            ax.text(i, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=8)
+            # x in data, y in axes units: at the foot of the plot, whatever the y limits become
+            foot = ax.get_xaxis_transform()
+            ax.text(
+                i, 0.02, "failed", rotation=90, ha="center", va="bottom", fontsize=8, transform=foot
+            )
     if rows and rows[0][1] is not None:
         ax.axhline(rows[0][1], color="0.3", linestyle="--", linewidth=1, label=names[0])
         ax.legend(loc="lower right", fontsize=8)
