@@ -347,7 +347,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``csan bench attention ...``; prints the table and writes the results files."""
+    """Command line: ``csan bench attention ...``; prints the table and writes the results files.
+
+    Example (one small case, two backends, one timed repeat; the times depend on the machine):
+        >>> import tempfile
+        >>> out = tempfile.mkdtemp()
+        >>> main(["--lengths", "32", "--head-windows", "1", "--heads", "2", "--head-dim", "8",
+        ...       "--repeats", "1", "--warmup", "0", "--backends", "sdpa", "dense",
+        ...       "--no-sentence", "--no-memory", "--out", out])  # doctest: +ELLIPSIS
+        long     b=1   T=32     N=1 sdpa     fwd ...
+        long     b=1   T=32     N=1 dense    fwd ...
+        <BLANKLINE>
+        | case | batch x time | N | backend | forward ms | fwd+bwd ms | peak MiB | ...
+        |---|---|---|---|---:|---:|---:|---:|---:|---:|
+        | long | 1 x 32 | 1 | sdpa | ... | 1.0x | - |
+        | long | 1 x 32 | 1 | dense | ... | - |
+        <BLANKLINE>
+        wrote .../attention-cpu-....json and .../attention-cpu-....md
+        0
+    """
     args = _parser().parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)

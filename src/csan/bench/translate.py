@@ -15,7 +15,26 @@ __all__ = ["run_translate_bench"]
 def run_translate_bench(
     model_dir: str, src: str, *, beam: int = 4, repeats: int = 1
 ) -> dict[str, Any]:
-    """Sentences per second of a :class:`~csan.decoding.Translator` (model loading timed apart)."""
+    """Sentences per second of a :class:`~csan.decoding.Translator` (model loading timed apart).
+
+    Example (an untrained tiny model, greedy, on a 3-line file):
+        >>> from pathlib import Path
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> from csan.data import SubwordModel
+        >>> from csan.models import build_model
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny")
+        >>> d = Path(tempfile.mkdtemp())
+        >>> save_model_dir(d, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = (d / "src.en").write_text("a dog runs .\\na dog .\\nruns .\\n")
+        >>> row = run_translate_bench(str(d), str(d / "src.en"), beam=1, repeats=2)
+        >>> row["sentences"], row["beam"], row["model"] == str(d), row["sentences_per_s"] > 0
+        (3, 1, True, True)
+        >>> row["translate_seconds"] >= 0, row["load_seconds"] >= 0
+        (True, True)
+    """
 
     t0 = time.perf_counter()
     translator = Translator.from_dir(model_dir)

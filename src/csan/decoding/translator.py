@@ -60,7 +60,23 @@ class LoadedModel:
 
 
 def load_model(path: str | os.PathLike[str], *, device: str | torch.device = "cpu") -> LoadedModel:
-    """Load a model folder (or a run folder's model) in eval mode on ``device``."""
+    """Load a model folder (or a run folder's model) in eval mode on ``device``.
+
+    Example (an untrained tiny model saved as a run's ``model/``, loaded by the run folder):
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny", ["model.encoder_attention=csan2d"])
+        >>> run = Path(tempfile.mkdtemp())
+        >>> (run / "model").mkdir()
+        >>> save_model_dir(run / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> loaded = load_model(run, device="cpu")
+        >>> loaded.folder == run / "model", loaded.model.training, loaded.model.vocab_size
+        (True, False, 300)
+        >>> loaded.config.model.encoder_attention, next(loaded.model.parameters()).device.type
+        ('csan2d', 'cpu')
+    """
     folder = find_model_dir(Path(path))
     meta = read_model_meta(folder)
     cfg = config_from_dict(meta["config"])

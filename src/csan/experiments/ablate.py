@@ -164,6 +164,33 @@ def run_ablation(
     finished in ``runs/`` is taken from the folder's own ``ablation-<variant>.csv`` and its kept
     translations, so a kept ablation (without ``runs/``) gives its table back byte for byte.
     ``evaluate_fn``: what decodes a split (default :func:`csan.training.final_model.evaluate_test`).
+
+    Example (stand-ins for the trainer and the decoder: the M=1 run translates every line as "x",
+    the others copy the references):
+        >>> import json, tempfile
+        >>> from csan.config import dump_config
+        >>> d = Path(tempfile.mkdtemp())
+        >>> for split in ("train", "valid"):
+        ...     _ = (d / f"{split}.en").write_text("a dog runs .\\na cat sleeps .\\n")
+        ...     _ = (d / f"{split}.de").write_text("ein Hund rennt .\\neine Katze ruht .\\n")
+        >>> def fake_train(cfg, run_dir, *, progress=False):  # what a finished run folder holds
+        ...     run_dir.mkdir(parents=True)
+        ...     _ = (run_dir / "config.yaml").write_text(dump_config(cfg))
+        ...     _ = (run_dir / "results.json").write_text('{"steps": 5, "stop_reason": "done"}')
+        >>> def fake_evaluate(model_dir, split, cfg, run_dir, *, device, name):
+        ...     hyps = ["x"] * len(split.tgt_text) if "M1-" in run_dir.name else split.tgt_text
+        ...     _ = (run_dir / f"{name}.hyp").write_text("\\n".join(hyps) + "\\n")
+        >>> points = run_ablation("tiny", "csan1d", d / "out", values=[1, 11],
+        ...                       overrides=[f"data.data_dir={d}"], train_fn=fake_train,
+        ...                       evaluate_fn=fake_evaluate)  # doctest: +ELLIPSIS
+        [1/3] vanilla seed 1: training in .../out/runs/vanilla-seed1
+        [2/3] csan1d-M1 seed 1: training in .../out/runs/csan1d-M1-seed1
+        [3/3] csan1d seed 1: training in .../out/runs/csan1d-seed1
+        wrote .../out/ablation-csan1d.md, .csv, .png
+        >>> [(m, round(bleu, 2), sd) for m, bleu, sd in points]  # one seed: no sd
+        [('1', 0.0, None), ('11', 100.0, None)]
+        >>> sorted(p.name for p in (d / "out" / "translations").iterdir())
+        ['csan1d-M1-seed1.valid.hyp.gz', 'csan1d-seed1.valid.hyp.gz', 'vanilla-seed1.valid.hyp.gz']
     """
     evaluate_fn = evaluate_fn or evaluate_test
     base_cfg = load_config(source, [*ABLATE_DEFAULTS, *overrides])

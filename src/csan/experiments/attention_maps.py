@@ -88,7 +88,25 @@ def sentence_attention(
     target: str | None = None,
     sum_key_heads: bool = False,
 ) -> AttentionMap:
-    """The self-attention weights of ``layer`` on ``side`` for one sentence (a loaded model folder)."""
+    """The self-attention weights of ``layer`` on ``side`` for one sentence (a loaded model folder).
+
+    Example (an untrained tiny model with 1D-CSAN in the encoder; each query's weights sum to 1):
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> from csan.data import SubwordModel
+        >>> from csan.models import build_model
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
+        >>> from csan.decoding import load_model
+        >>> cfg = load_config("tiny", ["model.encoder_attention=csan1d"])
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> amap = sentence_attention(load_model(folder), "a dog runs .", layer=1)
+        >>> amap.queries, amap.side, amap.layer, amap.variant
+        (['▁a', '▁dog', '▁runs', '▁.', '</s>'], 'encoder', 1, 'csan1d (M=11)')
+        >>> amap.weights.shape, torch.allclose(amap.weights.sum(-1), torch.ones(4, 5))
+        (torch.Size([4, 5, 5]), True)
+    """
     model, spm = loaded.model.eval(), SubwordModel.from_bytes(loaded.spm_bytes)
     layers = _layers(model, side)
     if not 0 <= layer < len(layers):

@@ -101,6 +101,30 @@ def run_compare(
     ``tag``: suffix of the output files (``table-<tag>.md``, ...), so that several tables share one
     folder and its runs (e.g. the context-aware table next to Table 1, one ``vanilla`` run for both).
     ``significance``: ``"bs"`` (paired bootstrap resampling) or ``"ar"`` (approximate randomization).
+
+    Example (a stand-in trainer; no test translations, so no significance tests):
+        >>> import json, tempfile
+        >>> from csan.config import dump_config
+        >>> def fake_train(cfg, run_dir, *, progress=False):  # writes what a finished run holds
+        ...     run_dir.mkdir(parents=True)
+        ...     _ = (run_dir / "config.yaml").write_text(dump_config(cfg))
+        ...     results = {"steps": 5, "stop_reason": "max_steps=5",
+        ...                "test": {"split": "test2016", "bleu": 20.0 + cfg.train.seed
+        ...                         + (cfg.model.encoder_attention != "vanilla")}}
+        ...     _ = (run_dir / "results.json").write_text(json.dumps(results))
+        >>> out = Path(tempfile.mkdtemp())
+        >>> rows = run_compare("tiny", ["vanilla", "csan1d"], [1, 2], out,
+        ...                    train_fn=fake_train)  # doctest: +ELLIPSIS
+        [1/4] vanilla seed 1: training in .../runs/vanilla-seed1
+        ...
+        wrote .../table.md, .../results.csv, .../bleu.png
+        >>> [(r.variant, r.bleu_mean, round(r.bleu_sd, 2)) for r in rows]
+        [('vanilla', 21.5, 0.71), ('csan1d', 22.5, 0.71)]
+        >>> sorted(p.name for p in out.iterdir())
+        ['bleu.png', 'machine.json', 'results.csv', 'runs', 'summary.json', 'table.md']
+        >>> table = (out / "table.md").read_text(encoding="utf-8").splitlines()
+        >>> [row.split(" | ")[1:2] + row.split(" | ")[6:8] for row in table[6:8]]
+        [['vanilla', '21.50 ± 0.71', ''], ['csan1d', '22.50 ± 0.71', '+1.00']]
     """
 
     if tag is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", tag):

@@ -28,6 +28,31 @@ def write_final_model(
     With ``average_last`` > 1: the average of the last N checkpoints, or of every checkpoint from
     ``cooldown_step`` on (the budget schedule's cooldown). Otherwise a copy of the best (else the
     last) checkpoint. Either way the config and subword model are the checkpoints' own.
+
+    Example (a 4-step run of a 3-pair corpus, checkpointed every 2 steps):
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> from csan.config import load_config
+        >>> from csan.training.trainer import train
+        >>> d = Path(tempfile.mkdtemp())
+        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
+        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
+        >>> for split in ("train", "valid"):
+        ...     for lang, lines in text.items():
+        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
+        ...                            "train.max_steps=4", "train.checkpoint_every=2",
+        ...                            "train.device=cpu", "train.threads=1",
+        ...                            "train.evaluate_test=false"])
+        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+        ...     _ = train(cfg, d / "run", progress=False)  # doctest: +ELLIPSIS
+        machine: ...
+        >>> write_final_model(d / "run", d / "averaged", 2)
+        'average of 2 checkpoints (step_00000002, step_00000004)'
+        >>> write_final_model(d / "run", d / "last", 1)
+        'copy of step_00000004'
+        >>> sorted(p.name for p in (d / "averaged").iterdir())
+        ['config.json', 'model.safetensors', 'spm.model']
     """
     steps = ckpt.step_folders(run_dir)
     if average_last > 1 and len(steps) >= 2:
@@ -59,7 +84,29 @@ def evaluate_test(
 ) -> dict[str, Any]:
     """Translate ``test`` with the model in ``model_dir`` (beam search), score it with sacreBLEU,
     and write ``<name>.hyp`` and ``<name>.json`` into ``run_dir`` (``name``: default
-    ``data.test_split``); return the record."""
+    ``data.test_split``); return the record.
+
+    Example (an untrained tiny model translating two sentences; its BLEU is near 0):
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> from csan.data import SubwordModel
+        >>> from csan.models import build_model
+        >>> _ = torch.manual_seed(0)
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny")
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> test = EncodedSplit([[], []], [[], []], ["a dog runs .", "a dog ."],
+        ...                     ["ein Hund rennt .", "ein Hund ."])
+        >>> record = evaluate_test(folder, test, cfg, folder, device=torch.device("cpu"))
+        >>> record["split"], record["beam"], 0 <= record["bleu"] <= 100, record["signature"][:7]
+        ('test2016', 2, True, 'nrefs:1')
+        >>> len((folder / "test2016.hyp").read_text().splitlines())  # one line per sentence
+        2
+        >>> json.loads((folder / "test2016.json").read_text())["bleu"] == record["bleu"]
+        True
+    """
     translator = Translator.from_dir(model_dir, device=device)
     dc = cfg.decode
     t0 = time.monotonic()
@@ -93,7 +140,30 @@ def score_tests(
     device: torch.device,
     say: Callable[[str], None] = print,
 ) -> dict[str, dict[str, Any]]:
-    """Score every test set with :func:`evaluate_test`, saying each score; return name -> record."""
+    """Score every test set with :func:`evaluate_test`, saying each score; return name -> record.
+
+    Example (an untrained tiny model on two one-sentence test sets):
+        >>> import tempfile
+        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.config import load_config
+        >>> from csan.data import SubwordModel
+        >>> from csan.models import build_model
+        >>> _ = torch.manual_seed(0)
+        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
+        >>> cfg = load_config("tiny")
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> tests = {name: EncodedSplit([[]], [[]], ["a dog runs ."], ["ein Hund rennt ."])
+        ...          for name in ("test2016", "test2017")}
+        >>> cpu = torch.device("cpu")
+        >>> records = score_tests(folder, tests, cfg, folder, device=cpu)  # doctest: +ELLIPSIS
+        test2016 BLEU = ...  chrF = ...  (nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...)
+        test2017 BLEU = ...
+        >>> sorted(records)
+        ['test2016', 'test2017']
+        >>> sorted(p.name for p in folder.glob("test*"))
+        ['test2016.hyp', 'test2016.json', 'test2017.hyp', 'test2017.json']
+    """
     records: dict[str, dict[str, Any]] = {}
     for name, test in tests.items():
         record = evaluate_test(model_dir, test, cfg, run_dir, device=device, name=name)

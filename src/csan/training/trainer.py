@@ -74,6 +74,29 @@ class Trainer:
 
     The run folder is locked from construction to :meth:`close` (``with Trainer(...) as t:``), so
     nothing in it is read while another trainer may be writing it.
+
+    Example (a corpus of 3 sentence pairs; the encoded corpus is cached under ``$CSAN_CACHE``):
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> from csan.config import load_config
+        >>> d = Path(tempfile.mkdtemp())
+        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
+        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
+        >>> for split in ("train", "valid", "test2016"):
+        ...     for lang, lines in text.items():
+        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
+        ...                            "train.max_steps=4", "train.device=cpu", "train.threads=1"])
+        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+        ...     with Trainer(cfg, d / "run", progress=False) as trainer:  # doctest: +ELLIPSIS
+        ...         print(trainer.data.n_train, len(trainer.data.spm), trainer.device)
+        ...         result = trainer.run()
+        60 300 cpu
+        machine: ...
+        training stopped: max_steps=4
+        ...
+        >>> result.steps, result.epochs, result.stop_reason
+        (4, 4.0, 'max_steps=4')
     """
 
     def __init__(
@@ -418,10 +441,39 @@ def train(
     ``out_dir`` must be new, empty or a csan run; ``force`` allows any folder (csan never deletes
     what it did not write, but its own file names in there are overwritten).
 
-    Example (a few seconds on 2 cores)::
-
-        from csan.config import load_config
-        result = train(load_config("tiny", ["train.max_steps=20"]), "runs/tiny")
+    Example (5 steps on a corpus of 3 sentence pairs, then the same run resumed to step 8; the
+    encoded corpus is cached under ``$CSAN_CACHE``):
+        >>> import tempfile
+        >>> from unittest import mock
+        >>> from csan.config import load_config
+        >>> d = Path(tempfile.mkdtemp())
+        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
+        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
+        >>> for split in ("train", "valid", "test2016"):
+        ...     for lang, lines in text.items():
+        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
+        ...                            "train.max_steps=5", "train.device=cpu", "train.threads=1",
+        ...                            "train.evaluate_test=false"])
+        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+        ...     result = train(cfg, d / "run", progress=False)  # doctest: +ELLIPSIS
+        machine: ...
+        mode: float32 eager: float32 (train.cpu_bf16=false); compile off (train.compile=false)
+        model: transformer, 186,880 parameters; train pairs: 60 ...
+        training stopped: max_steps=5
+        final model: .../run/model (copy of step_00000005)
+        trained 5 steps (5.00 epochs) in ...
+        >>> result.steps, result.stop_reason, sorted(p.name for p in result.model_dir.iterdir())
+        (5, 'max_steps=5', ['config.json', 'model.safetensors', 'spm.model'])
+        >>> cfg.train.max_steps = 8
+        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+        ...     result = train(cfg, d / "run", progress=False)  # doctest: +ELLIPSIS
+        resuming from step 5 (.../run/checkpoints/step_00000005)
+        machine: ...
+        training stopped: max_steps=8
+        ...
+        >>> result.steps
+        8
     """
     with Trainer(cfg, Path(out_dir), progress=progress, force=force) as trainer:
         return trainer.run()

@@ -60,7 +60,35 @@ def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> d
 
 
 def validate(model, data: TrainingData, cfg: Config, *, device) -> dict[str, float]:
-    """Teacher-forced loss/accuracy, and greedy BLEU when ``train.valid_bleu``."""
+    """Teacher-forced loss/accuracy, and greedy BLEU when ``train.valid_bleu``.
+
+    Example (a model with every weight zero: each target token costs log2(300) bits):
+        >>> import os, tempfile
+        >>> from pathlib import Path
+        >>> from unittest import mock
+        >>> from csan.config import load_config
+        >>> d = Path(tempfile.mkdtemp())
+        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
+        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
+        >>> for split in ("train", "valid"):
+        ...     for lang, lines in text.items():
+        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.models import build_model
+        >>> from csan.training.data import load_training_data
+        >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
+        ...                            "train.valid_bleu=true"])
+        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+        ...     data = load_training_data(cfg)
+        >>> model = build_model(cfg.model, len(data.spm)).eval()
+        >>> with torch.no_grad():
+        ...     for p in model.parameters():
+        ...         _ = p.zero_()
+        >>> metrics = validate(model, data, cfg, device="cpu")
+        >>> sorted(metrics), round(metrics["loss"], 4), round(math.log2(300), 4)
+        (['accuracy', 'bleu', 'loss'], 8.2288, 8.2288)
+        >>> metrics["accuracy"], metrics["bleu"]
+        (0.0, 0.0)
+    """
     metrics = teacher_forced_metrics(model, data.valid, device=device)
     if cfg.train.valid_bleu:
         hyps = translate_lines(

@@ -25,7 +25,15 @@ __all__ = ["DistortedSet", "as_input", "data_seed_of", "load_distorted"]
 
 @dataclass(frozen=True)
 class DistortedSet:
-    """One distortion's images (N, S, S) uint8 and labels (N,) int64, for training and for test."""
+    """One distortion's images (N, S, S) uint8 and labels (N,) int64, for training and for test.
+
+    Example (4 training and 2 test images of side 42, the size of the RTS distortion):
+        >>> images = torch.zeros(6, 42, 42, dtype=torch.uint8)
+        >>> labels = torch.tensor([3, 1, 4, 1, 5, 9])
+        >>> data = DistortedSet("RTS", images[:4], labels[:4], images[4:], labels[4:])
+        >>> data.image_size, IMAGE_SIZES["RTS"], data.test_labels.tolist()
+        (42, 42, [5, 9])
+    """
 
     distortion: str
     train_images: Tensor
