@@ -52,6 +52,20 @@ def test_subcommand_help(capsys: pytest.CaptureFixture[str], command: str) -> No
     assert out.startswith(f"usage: csan {command}")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["train"], ["compare"], ["ablate"], ["plot", "attention"], ["stn"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_help_text_is_the_docstring_without_its_example(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """These commands take their --help description from their docstring, which has an example."""
+    code, out, _ = run(capsys, *argv, "--help")
+    assert code == 0 and out.startswith(f"usage: csan {' '.join(argv)}")
+    assert ">>>" not in out and "Example" not in out
+
+
 def test_missing_required_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "translate")
     assert code == 2 and "--model" in err and "Traceback" not in err

@@ -22,6 +22,17 @@ from csan.cli.commands import (
 __all__ = ["build_parser"]
 
 
+def _description(command) -> str:
+    """A command's ``--help`` text: its docstring without the example.
+
+    Example:
+        >>> text = _description(cmd_train)
+        >>> text.startswith("Train a model, or resume"), "Example" in text, ">>>" in text
+        (True, False, False)
+    """
+    return (command.__doc__ or "").split("\n\n    Example")[0]
+
+
 def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
@@ -81,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train (or resume) a model", description=cmd_train.__doc__)
+    p = sub.add_parser(
+        "train", help="train (or resume) a model", description=_description(cmd_train)
+    )
     _config_args(p)
     p.add_argument(
         "--out", required=True, help="run folder; one that holds a checkpoint is resumed"
@@ -141,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compare",
         help="train variants x seeds; the paper's Table 1 (table.md, results.csv, bleu.png)",
-        description=cmd_compare.__doc__,
+        description=_description(cmd_compare),
     )
     _config_args(p)
     p.add_argument(
@@ -177,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "ablate",
         help="validation BLEU over window sizes (paper Fig. 2)",
-        description=cmd_ablate.__doc__,
+        description=_description(cmd_ablate),
     )
     _config_args(p)
     p.add_argument("--variant", required=True, choices=["csan1d", "csan2d"])
@@ -241,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = what.add_parser(
         "attention",
         help="one sentence's self-attention weights per head",
-        description=cmd_plot.__doc__,
+        description=_description(cmd_plot),
     )
     q.add_argument("--model", required=True, help="model folder, or a run folder (uses its model/)")
     q.add_argument("--sentence", required=True, help="source sentence (raw text)")
@@ -258,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stn",
         help="spatial transformers on distorted MNIST: the STN paper's Table 1 (table.md, PNGs)",
-        description=cmd_stn.__doc__,
+        description=_description(cmd_stn),
     )
     p.add_argument(
         "--preset",
