@@ -38,14 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Example (translation speed of an untrained tiny model, greedy, on two sentences):
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
+        >>> from csan.toy import toy_model
         >>> d = Path(tempfile.mkdtemp())
-        >>> save_model_dir(d, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = toy_model(d)
         >>> _ = (d / "src.en").write_text("a dog runs .\\na dog .\\n")
         >>> main(["translate", "--model", str(d), "--src", str(d / "src.en"), "--beam", "1",
         ...       "--out", str(d / "results")])  # doctest: +ELLIPSIS

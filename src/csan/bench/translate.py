@@ -20,14 +20,9 @@ def run_translate_bench(
     Example (an untrained tiny model, greedy, on a 3-line file):
         >>> from pathlib import Path
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
+        >>> from csan.toy import toy_model
         >>> d = Path(tempfile.mkdtemp())
-        >>> save_model_dir(d, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = toy_model(d)
         >>> _ = (d / "src.en").write_text("a dog runs .\\na dog .\\nruns .\\n")
         >>> row = run_translate_bench(str(d), str(d / "src.en"), beam=1, repeats=2)
         >>> row["sentences"], row["beam"], row["model"] == str(d), row["sentences_per_s"] > 0

@@ -66,15 +66,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     Example (4 steps on a corpus of 3 sentence pairs in a folder of one's own, then the test split
     scored with the final model; untrained, so its BLEU is noise):
-        >>> import tempfile
         >>> from unittest import mock
         >>> from csan.cli.parser import build_parser
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid", "test2016"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.toy import toy_corpus
+        >>> d = toy_corpus()
         >>> args = build_parser().parse_args(
         ...     ["train", "--config", "tiny", "--data-dir", str(d), "--out", str(d / "run"),
         ...      "--no-progress", "--set", "data.vocab_size=300", "--set", "train.max_steps=4",
@@ -126,17 +121,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     Example (an untrained tiny model; one line out per line in, written to a file):
         >>> from csan.cli.parser import build_parser
-        >>> import tempfile
-        >>> from pathlib import Path
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
-        >>> d = Path(tempfile.mkdtemp())
-        >>> (d / "model").mkdir()
-        >>> save_model_dir(d / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> from csan.toy import toy_model
+        >>> d = toy_model().parent
         >>> _ = (d / "in.en").write_text("a dog runs .\\n\\na dog .\\n")
         >>> args = build_parser().parse_args(["translate", "--model", str(d / "model"),
         ...     "--beam", "1", "--device", "cpu", "--input", str(d / "in.en"),
@@ -260,29 +246,16 @@ def cmd_average(args: argparse.Namespace) -> int:
     """``csan average``: the mean of the last ``--last`` checkpoints of a run, as a model folder.
 
     Example (a 4-step run of a 3-pair corpus, checkpointed every 2 steps):
-        >>> import tempfile
-        >>> from unittest import mock
         >>> from csan.cli.parser import build_parser
-        >>> from csan.config import load_config
-        >>> from csan.training.trainer import train
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
-        >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
-        ...                            "train.max_steps=4", "train.checkpoint_every=2",
-        ...                            "train.device=cpu", "train.threads=1"])
-        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
-        ...     _ = train(cfg, d / "run", progress=False)  # doctest: +ELLIPSIS
+        >>> from csan.toy import toy_run
+        >>> run = toy_run()  # doctest: +ELLIPSIS
         machine: ...
-        >>> args = build_parser().parse_args(["average", "--run", str(d / "run"), "--last", "2",
-        ...                                   "--out", str(d / "averaged")])
+        >>> args = build_parser().parse_args(["average", "--run", str(run), "--last", "2",
+        ...                                   "--out", str(run.parent / "averaged")])
         >>> cmd_average(args)  # doctest: +ELLIPSIS
         wrote .../averaged (average of step_00000002, step_00000004)
         0
-        >>> sorted(p.name for p in (d / "averaged").iterdir())
+        >>> sorted(p.name for p in (run.parent / "averaged").iterdir())
         ['config.json', 'model.safetensors', 'spm.model']
     """
     from csan.checkpoint import average_model_dirs, check_model_output, step_folders
@@ -323,17 +296,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     Example (translation speed of an untrained tiny model, greedy, on two sentences):
         >>> from csan.cli.parser import build_parser
-        >>> import tempfile
-        >>> from pathlib import Path
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
-        >>> d = Path(tempfile.mkdtemp())
-        >>> (d / "model").mkdir()
-        >>> save_model_dir(d / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> from csan.toy import toy_model
+        >>> d = toy_model().parent
         >>> _ = (d / "src.en").write_text("a dog runs .\\na dog .\\n")
         >>> args = build_parser().parse_args(["bench", "translate", "--model", str(d / "model"),
         ...     "--src", str(d / "src.en"), "--beam", "1", "--out", str(d / "results")])
@@ -525,16 +489,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     Example (an untrained tiny 1D-CSAN model: its weights are noise, the figure is real):
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
+        >>> from csan.toy import toy_model
         >>> from csan.cli.parser import build_parser
-        >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund läuft ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny", ["model.encoder_attention=csan1d"])
         >>> d = Path(tempfile.mkdtemp())
-        >>> (d / "model").mkdir()
-        >>> save_model_dir(d / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = toy_model(d / "model", ["model.encoder_attention=csan1d"])
         >>> args = build_parser().parse_args(["plot", "attention", "--model", str(d / "model"),
         ...     "--sentence", "a dog runs .", "--out", str(d / "map.png")])
         >>> cmd_plot(args)  # doctest: +ELLIPSIS

@@ -37,12 +37,9 @@ class LoadedModel:
 
     Example (an untrained tiny model saved, then read back by :func:`load_model`):
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund läuft ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny", ["model.encoder_attention=csan1d"])
+        >>> from csan.toy import toy_model
         >>> folder = Path(tempfile.mkdtemp())
-        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes(), step=40)
+        >>> _ = toy_model(folder, ["model.encoder_attention=csan1d"], step=40)
         >>> loaded = load_model(folder)
         >>> type(loaded.model).__name__, loaded.model.training, loaded.model.vocab_size
         ('Transformer', False, 300)
@@ -64,13 +61,9 @@ def load_model(path: str | os.PathLike[str], *, device: str | torch.device = "cp
 
     Example (an untrained tiny model saved as a run's ``model/``, loaded by the run folder):
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny", ["model.encoder_attention=csan2d"])
+        >>> from csan.toy import toy_model
         >>> run = Path(tempfile.mkdtemp())
-        >>> (run / "model").mkdir()
-        >>> save_model_dir(run / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = toy_model(run / "model", ["model.encoder_attention=csan2d"])
         >>> loaded = load_model(run, device="cpu")
         >>> loaded.folder == run / "model", loaded.model.training, loaded.model.vocab_size
         (True, False, 300)
@@ -95,13 +88,9 @@ class Translator:
 
     Example (an untrained tiny model in a run folder's ``model/``: its translations are noise):
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund läuft ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
+        >>> from csan.toy import toy_model
         >>> run = Path(tempfile.mkdtemp())
-        >>> (run / "model").mkdir()
-        >>> save_model_dir(run / "model", build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = toy_model(run / "model")
         >>> translator = Translator.from_dir(run)
         >>> translator.loaded.folder.name, translator.config.decode.beam, translator.device
         ('model', 2, device(type='cpu'))

@@ -92,20 +92,15 @@ def sentence_attention(
 
     Example (an untrained tiny model with 1D-CSAN in the encoder; each query's weights sum to 1):
         >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
-        >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
+        >>> from csan.toy import toy_model
         >>> from csan.decoding import load_model
-        >>> cfg = load_config("tiny", ["model.encoder_attention=csan1d"])
         >>> folder = Path(tempfile.mkdtemp())
-        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> _ = toy_model(folder, ["model.encoder_attention=csan1d"])
         >>> amap = sentence_attention(load_model(folder), "a dog runs .", layer=1)
         >>> amap.queries, amap.side, amap.layer, amap.variant
-        (['▁a', '▁dog', '▁runs', '▁.', '</s>'], 'encoder', 1, 'csan1d (M=11)')
-        >>> amap.weights.shape, torch.allclose(amap.weights.sum(-1), torch.ones(4, 5))
-        (torch.Size([4, 5, 5]), True)
+        (['▁a', '▁', 'do', 'g', '▁r', 'un', 's', '▁.', '</s>'], 'encoder', 1, 'csan1d (M=11)')
+        >>> amap.weights.shape, torch.allclose(amap.weights.sum(-1), torch.ones(4, 9))
+        (torch.Size([4, 9, 9]), True)
     """
     model, spm = loaded.model.eval(), SubwordModel.from_bytes(loaded.spm_bytes)
     layers = _layers(model, side)

@@ -103,18 +103,11 @@ def run_compare(
     ``significance``: ``"bs"`` (paired bootstrap resampling) or ``"ar"`` (approximate randomization).
 
     Example (a stand-in trainer; no test translations, so no significance tests):
-        >>> import json, tempfile
-        >>> from csan.config import dump_config
-        >>> def fake_train(cfg, run_dir, *, progress=False):  # writes what a finished run holds
-        ...     run_dir.mkdir(parents=True)
-        ...     _ = (run_dir / "config.yaml").write_text(dump_config(cfg))
-        ...     results = {"steps": 5, "stop_reason": "max_steps=5",
-        ...                "test": {"split": "test2016", "bleu": 20.0 + cfg.train.seed
-        ...                         + (cfg.model.encoder_attention != "vanilla")}}
-        ...     _ = (run_dir / "results.json").write_text(json.dumps(results))
+        >>> import tempfile
+        >>> from csan.toy import toy_train
         >>> out = Path(tempfile.mkdtemp())
         >>> rows = run_compare("tiny", ["vanilla", "csan1d"], [1, 2], out,
-        ...                    train_fn=fake_train)  # doctest: +ELLIPSIS
+        ...                    train_fn=toy_train)  # doctest: +ELLIPSIS
         [1/4] vanilla seed 1: training in .../runs/vanilla-seed1
         ...
         wrote .../table.md, .../results.csv, .../bleu.png

@@ -308,16 +308,10 @@ def run_grid(
 
     Example (a stand-in trainer; a second call skips the finished runs, a bad variant fails alone):
         >>> import tempfile
-        >>> def fake_train(cfg, run_dir, *, progress=False):  # writes what a finished run holds
-        ...     run_dir.mkdir(parents=True)
-        ...     _ = (run_dir / "config.yaml").write_text(dump_config(cfg))
-        ...     results = {"steps": 5, "stop_reason": "max_steps=5",
-        ...                "test": {"split": "test2016", "bleu": 20.0 + cfg.train.seed
-        ...                         + (cfg.model.encoder_attention != "vanilla")}}
-        ...     _ = (run_dir / "results.json").write_text(json.dumps(results))
+        >>> from csan.toy import toy_train
         >>> out = Path(tempfile.mkdtemp())
         >>> grid = [Variant("vanilla", ()), Variant("csan1d", ("model.encoder_attention=csan1d",))]
-        >>> records = run_grid("tiny", grid, [1, 2], out, train_fn=fake_train)  # doctest: +ELLIPSIS
+        >>> records = run_grid("tiny", grid, [1, 2], out, train_fn=toy_train)  # doctest: +ELLIPSIS
         [1/4] vanilla seed 1: training in .../runs/vanilla-seed1
         [2/4] vanilla seed 2: training in .../runs/vanilla-seed2
         [3/4] csan1d seed 1: training in .../runs/csan1d-seed1
@@ -325,7 +319,7 @@ def run_grid(
         >>> [(r.variant, r.seed, r.bleu) for r in records if r.status == "ok"]
         [('vanilla', 1, 21.0), ('vanilla', 2, 22.0), ('csan1d', 1, 22.0), ('csan1d', 2, 23.0)]
         >>> grid.append(Variant("typo", ("train.lrr=0.1",)))
-        >>> records = run_grid("tiny", grid, [1], out, train_fn=fake_train)  # doctest: +ELLIPSIS
+        >>> records = run_grid("tiny", grid, [1], out, train_fn=toy_train)  # doctest: +ELLIPSIS
         [1/3] vanilla seed 1: finished before, skipped (.../runs/vanilla-seed1)
         [2/3] csan1d seed 1: finished before, skipped (.../runs/csan1d-seed1)
         [3/3] typo seed 1: FAILED: CsanError: unknown config key 'train.lrr' (did you mean ...

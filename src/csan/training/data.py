@@ -48,15 +48,10 @@ class TrainingData:
     encoded splits and the token-budget batch sampler; :meth:`batch` pads a batch of pairs.
 
     Example (a corpus of 3 sentence pairs, 20 times over):
-        >>> import tempfile
         >>> from unittest import mock
         >>> from csan.config import load_config
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid", "test2016"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.toy import TOY_PAIRS, toy_corpus
+        >>> d = toy_corpus()
         >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300"])
         >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
         ...     data = load_training_data(cfg)
@@ -64,7 +59,7 @@ class TrainingData:
         >>> batch = data.batch(indices[:2])
         >>> len(indices), len(batch), batch.src.shape[0], batch.indices == indices[:2]
         (60, 2, 2, True)
-        >>> data.spm.decode([batch.tgt_out[0, :-1].tolist()])[0] in text["de"]
+        >>> data.spm.decode([batch.tgt_out[0, :-1].tolist()])[0] in [de for _, de in TOY_PAIRS]
         True
     """
 
@@ -155,15 +150,10 @@ def load_training_data(
     positions of Multi30k padding.
 
     Example (the encoded corpus is cached under ``$CSAN_CACHE``; a second load reads it back):
-        >>> import tempfile
         >>> from unittest import mock
         >>> from csan.config import load_config
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid", "test2016"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.toy import toy_corpus
+        >>> d = toy_corpus()
         >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
         ...                            "train.evaluate_test=true"])
         >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):

@@ -30,28 +30,14 @@ def write_final_model(
     last) checkpoint. Either way the config and subword model are the checkpoints' own.
 
     Example (a 4-step run of a 3-pair corpus, checkpointed every 2 steps):
-        >>> import os, tempfile
-        >>> from unittest import mock
-        >>> from csan.config import load_config
-        >>> from csan.training.trainer import train
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
-        >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
-        ...                            "train.max_steps=4", "train.checkpoint_every=2",
-        ...                            "train.device=cpu", "train.threads=1",
-        ...                            "train.evaluate_test=false"])
-        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
-        ...     _ = train(cfg, d / "run", progress=False)  # doctest: +ELLIPSIS
+        >>> from csan.toy import toy_run
+        >>> run = toy_run()  # doctest: +ELLIPSIS
         machine: ...
-        >>> write_final_model(d / "run", d / "averaged", 2)
+        >>> write_final_model(run, run.parent / "averaged", 2)
         'average of 2 checkpoints (step_00000002, step_00000004)'
-        >>> write_final_model(d / "run", d / "last", 1)
+        >>> write_final_model(run, run.parent / "last", 1)
         'copy of step_00000004'
-        >>> sorted(p.name for p in (d / "averaged").iterdir())
+        >>> sorted(p.name for p in (run.parent / "averaged").iterdir())
         ['config.json', 'model.safetensors', 'spm.model']
     """
     steps = ckpt.step_folders(run_dir)
@@ -87,16 +73,10 @@ def evaluate_test(
     ``data.test_split``); return the record.
 
     Example (an untrained tiny model translating two sentences; its BLEU is near 0):
-        >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
         >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
+        >>> from csan.toy import toy_model
         >>> _ = torch.manual_seed(0)
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> folder, cfg = toy_model(), load_config("tiny")
         >>> test = EncodedSplit([[], []], [[], []], ["a dog runs .", "a dog ."],
         ...                     ["ein Hund rennt .", "ein Hund ."])
         >>> record = evaluate_test(folder, test, cfg, folder, device=torch.device("cpu"))
@@ -143,16 +123,10 @@ def score_tests(
     """Score every test set with :func:`evaluate_test`, saying each score; return name -> record.
 
     Example (an untrained tiny model on two one-sentence test sets):
-        >>> import tempfile
-        >>> from csan.checkpoint import save_model_dir
         >>> from csan.config import load_config
-        >>> from csan.data import SubwordModel
-        >>> from csan.models import build_model
+        >>> from csan.toy import toy_model
         >>> _ = torch.manual_seed(0)
-        >>> spm = SubwordModel.train(["a dog runs .", "ein Hund rennt ."] * 20, vocab_size=300)
-        >>> cfg = load_config("tiny")
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> save_model_dir(folder, build_model(cfg.model, len(spm)), cfg, spm.to_bytes())
+        >>> folder, cfg = toy_model(), load_config("tiny")
         >>> tests = {name: EncodedSplit([[]], [[]], ["a dog runs ."], ["ein Hund rennt ."])
         ...          for name in ("test2016", "test2017")}
         >>> cpu = torch.device("cpu")

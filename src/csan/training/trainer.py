@@ -76,15 +76,11 @@ class Trainer:
     nothing in it is read while another trainer may be writing it.
 
     Example (a corpus of 3 sentence pairs; the encoded corpus is cached under ``$CSAN_CACHE``):
-        >>> import os, tempfile
+        >>> import os
         >>> from unittest import mock
         >>> from csan.config import load_config
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid", "test2016"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.toy import toy_corpus
+        >>> d = toy_corpus()
         >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
         ...                            "train.max_steps=4", "train.device=cpu", "train.threads=1"])
         >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
@@ -443,15 +439,10 @@ def train(
 
     Example (5 steps on a corpus of 3 sentence pairs, then the same run resumed to step 8; the
     encoded corpus is cached under ``$CSAN_CACHE``):
-        >>> import tempfile
         >>> from unittest import mock
         >>> from csan.config import load_config
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid", "test2016"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.toy import toy_corpus
+        >>> d = toy_corpus()
         >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
         ...                            "train.max_steps=5", "train.device=cpu", "train.threads=1",
         ...                            "train.evaluate_test=false"])

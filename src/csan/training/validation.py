@@ -63,16 +63,12 @@ def validate(model, data: TrainingData, cfg: Config, *, device) -> dict[str, flo
     """Teacher-forced loss/accuracy, and greedy BLEU when ``train.valid_bleu``.
 
     Example (a model with every weight zero: each target token costs log2(300) bits):
-        >>> import os, tempfile
+        >>> import os
         >>> from pathlib import Path
         >>> from unittest import mock
         >>> from csan.config import load_config
-        >>> d = Path(tempfile.mkdtemp())
-        >>> text = {"en": ["a dog runs .", "a cat sleeps .", "two men walk ."],
-        ...         "de": ["ein Hund rennt .", "eine Katze schlaeft .", "zwei Maenner gehen ."]}
-        >>> for split in ("train", "valid"):
-        ...     for lang, lines in text.items():
-        ...         _ = (d / f"{split}.{lang}").write_text("\\n".join(lines * 20) + "\\n")
+        >>> from csan.toy import toy_corpus
+        >>> d = toy_corpus(splits=("train", "valid"))
         >>> from csan.models import build_model
         >>> from csan.training.data import load_training_data
         >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
