@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent / "src"
 LAYERS = [
     ("cli",),
-    ("bench", "experiments", "info"),
+    ("bench", "experiments", "info", "toy"),
     ("training",),
     ("decoding",),
     ("models",),
