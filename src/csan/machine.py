@@ -393,8 +393,9 @@ def machine_info(device: str | torch.device = "cpu", **extra: Any) -> dict[str, 
 
 
 def machine_label(info: dict[str, Any]) -> str:
-    """One short line naming the machine of a :func:`machine_info` record: the GPU on a GPU run, else
-    the CPU model, its kind (capability, native bf16, AMX) and the threads ("" for an empty record).
+    """One short line naming the machine of a :func:`machine_info` record: the GPU on a GPU run,
+    else the CPU model, its kind (capability, native bf16, AMX) and the threads ("" for an empty
+    record).
 
     Two results compare in speed only when their labels are equal.
 
@@ -402,7 +403,8 @@ def machine_label(info: dict[str, Any]) -> str:
         >>> machine_label({"cpu": "AMD EPYC 9B45", "capability": "AVX512", "native_bf16": True,
         ...                "amx_bf16": False, "threads": 2, "device": "cpu"})
         'AMD EPYC 9B45 (AVX512, native bf16), 2 threads'
-        >>> machine_label({"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False, "threads": 2})
+        >>> machine_label({"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False,
+        ...                "threads": 2})
         'AMD EPYC (AVX2, bf16 emulated), 2 threads'
         >>> machine_label({"device": "cuda:0", "gpu": "NVIDIA H100 80GB HBM3"})
         'NVIDIA H100 80GB HBM3'

@@ -462,7 +462,8 @@ def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
     tmp_path: Path, fake_train
 ) -> None:
     """Seed 1 trained on one CPU, seed 2 (a later session) on another: the table names both and
-    which runs ran on each, results.csv keeps each run's machine, and the kept files give it back."""
+    which runs ran on each, results.csv keeps each run's machine, and the kept files give it
+    back."""
     amd = {"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False, "threads": 2}
     intel = {"cpu": "Intel Xeon", "capability": "AVX512", "native_bf16": True, "amx_bf16": True}
 

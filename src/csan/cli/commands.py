@@ -81,8 +81,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         ...
         test2016 BLEU = ... (nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...)
         0
-        >>> sorted(p.name for p in (d / "run").iterdir())
-        ['.lock', 'checkpoints', 'config.yaml', 'model', 'results.json', 'test2016.hyp', 'test2016.json']
+        >>> sorted(p.name for p in (d / "run").iterdir())  # doctest: +NORMALIZE_WHITESPACE
+        ['.lock', 'checkpoints', 'config.yaml', 'model', 'results.json',
+         'test2016.hyp', 'test2016.json']
     """
     from csan.training.trainer import train
 

@@ -97,8 +97,10 @@ def sentence_attention(
         >>> folder = Path(tempfile.mkdtemp())
         >>> _ = toy_model(folder, ["model.encoder_attention=csan1d"])
         >>> amap = sentence_attention(load_model(folder), "a dog runs .", layer=1)
-        >>> amap.queries, amap.side, amap.layer, amap.variant
-        (['▁a', '▁', 'do', 'g', '▁r', 'un', 's', '▁.', '</s>'], 'encoder', 1, 'csan1d (M=11)')
+        >>> amap.queries  # the toy model's subword pieces
+        ['▁a', '▁', 'do', 'g', '▁r', 'un', 's', '▁.', '</s>']
+        >>> amap.side, amap.layer, amap.variant
+        ('encoder', 1, 'csan1d (M=11)')
         >>> amap.weights.shape, torch.allclose(amap.weights.sum(-1), torch.ones(4, 9))
         (torch.Size([4, 9, 9]), True)
     """

@@ -13,7 +13,8 @@ Every variant x seed is trained by :func:`csan.experiments.grid.run_grid` into `
   the per-seed tests with their 95% confidence intervals;
 - ``DIR/bleu.png``: BLEU per variant, mean with ± sd error bars, the baseline as a dashed line;
 - ``DIR/summary.json`` (the same numbers, the test's signature, the references' sha256) and
-  ``DIR/machine.json`` (CPU, threads, torch version of the last call that trained; kept by a report).
+  ``DIR/machine.json`` (CPU, threads, torch version of the last call that trained; a report keeps
+  it).
   A grid resumed over several sessions may run on several machines: the table's notes then say which
   runs ran where (:func:`csan.experiments.report.machine_note`), since their speeds do not compare.
 

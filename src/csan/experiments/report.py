@@ -53,7 +53,7 @@ CSV_COLUMNS = [
     "signature",
     "translation",
     "run_dir",
-    "machine",  # written only when some run recorded its machine (tables kept before it stay as they were)
+    "machine",  # written only when some run recorded it (tables kept before stay as they were)
 ]
 
 
@@ -294,12 +294,19 @@ def machine_note(records: Sequence[RunRecord]) -> str | None:
     mix machines). None when no run recorded its machine (a table kept before runs did).
 
     Example:
-        >>> a, b = "AMD EPYC (AVX2, bf16 emulated), 2 threads", "Intel Xeon (AVX512, native bf16, AMX), 2 threads"
-        >>> runs = [RunRecord("vanilla", 1, "", "ok", machine=a), RunRecord("csan1d", 1, "", "ok", machine=a)]
+        >>> a, b = "AMD EPYC (AVX2, bf16 emulated)", "Intel Xeon (AVX512, native bf16, AMX)"
+        >>> runs = [RunRecord("vanilla", 1, "", "ok", machine=a),
+        ...         RunRecord("csan1d", 1, "", "ok", machine=a)]
         >>> machine_note(runs)
-        'Machine: AMD EPYC (AVX2, bf16 emulated), 2 threads (all 2 runs).'
-        >>> print(machine_note([*runs, RunRecord("vanilla", 2, "", "ok", machine=b)]))
-        Runs on 2 machines, so a speed here may mix them; compare speeds of runs on one machine (`machine` and `steady_steps_per_s` in `results.csv`): AMD EPYC (AVX2, bf16 emulated), 2 threads: vanilla seed 1, csan1d seed 1; Intel Xeon (AVX512, native bf16, AMX), 2 threads: vanilla seed 2.
+        'Machine: AMD EPYC (AVX2, bf16 emulated) (all 2 runs).'
+        >>> note = machine_note([*runs, RunRecord("vanilla", 2, "", "ok", machine=b)])
+        >>> head, where = note.split(": ", 1)
+        >>> print(head)
+        Runs on 2 machines, so a speed here may mix them (each run's machine is in `results.csv`)
+        >>> for part in where.split("; "):
+        ...     print(part)
+        AMD EPYC (AVX2, bf16 emulated): vanilla seed 1, csan1d seed 1
+        Intel Xeon (AVX512, native bf16, AMX): vanilla seed 2.
     """
     by_machine: dict[str, list[str]] = {}
     for r in records:
@@ -312,8 +319,8 @@ def machine_note(records: Sequence[RunRecord]) -> str | None:
         return f"Machine: {machine} (all {len(runs)} runs)."
     where = "; ".join(f"{m}: {', '.join(runs)}" for m, runs in by_machine.items())
     return (
-        f"Runs on {len(by_machine)} machines, so a speed here may mix them; compare speeds of runs on "
-        f"one machine (`machine` and `steady_steps_per_s` in `results.csv`): {where}."
+        f"Runs on {len(by_machine)} machines, so a speed here may mix them (each run's machine is in "
+        f"`results.csv`): {where}."
     )
 
 
