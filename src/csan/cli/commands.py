@@ -416,7 +416,26 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     """Validation BLEU over window M (csan1d) or head window N (csan2d): paper Fig. 2.
 
     Each final model translates the validation split (beam search); the translations are kept in
-    translations/ and --report-only rescores them."""
+    translations/ and --report-only rescores them.
+
+    Example (windows 1 and 3 against vanilla, 2 steps each on a toy corpus):
+        >>> from unittest import mock
+        >>> from csan.cli.parser import build_parser
+        >>> from csan.toy import toy_corpus
+        >>> d = toy_corpus()
+        >>> argv = ["ablate", "--config", "tiny", "--data-dir", str(d), "--variant", "csan1d",
+        ...         "--values", "1,3", "--out", str(d / "sweep"), "--no-progress",
+        ...         "--set", "data.vocab_size=300", "--set", "train.max_steps=2"]
+        >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+        ...     cmd_ablate(build_parser().parse_args(argv))  # doctest: +ELLIPSIS
+        [1/3] vanilla seed 1: training in .../sweep/runs/vanilla-seed1
+        ...
+        0
+        >>> sorted(p.name for p in (d / "sweep").glob("ablation-csan1d.*"))
+        ['ablation-csan1d.csv', 'ablation-csan1d.md', 'ablation-csan1d.png']
+        >>> sorted(p.name for p in (d / "sweep" / "translations").iterdir())
+        ['csan1d-M1-seed1.valid.hyp.gz', 'csan1d-M3-seed1.valid.hyp.gz', 'vanilla-seed1.valid.hyp.gz']
+    """
     from csan.experiments.ablate import run_ablation
 
     run_ablation(
