@@ -15,8 +15,8 @@
 # first copies those back into OUT/runs/, where `csan compare` finds them finished and skips them.
 # Commit KEPT after each run to keep it across machines.
 #
-# --keep: the full grid's table (nothing left to train) is written in OUT, copied into KEPT with the
-# runs' kept files, and checked: `csan compare ... --report-only` on a copy of KEPT gives table.md,
+# --keep: the full grid's table (nothing left to train) is written in OUT, copied into KEPT beside the
+# runs kept there, and checked: `csan compare ... --report-only` on a copy of KEPT gives table.md,
 # results.csv and summary.json back byte for byte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,12 +75,7 @@ fi
 "$csan" compare "${grid[@]}" --out "$out" --no-progress
 for name in table.md results.csv summary.json machine.json bleu.png; do cp "$out/$name" "$kept/"; done
 mkdir -p "$kept/translations"
-cp "$out"/translations/*.hyp.gz "$kept/translations/"
-for seed in "${seeds[@]}"; do
-  for variant in "${variants[@]}"; do
-    copy_run "$out/runs/$variant-seed$seed" "$kept/runs/$variant-seed$seed"
-  done
-done
+cp "$out"/translations/*.hyp.gz "$kept/translations/"  # the runs themselves were kept as they finished
 check=$(mktemp -d)
 cp -r "$kept/." "$check/"
 "$csan" compare "${grid[@]}" --out "$check" --report-only --no-progress

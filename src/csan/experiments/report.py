@@ -82,7 +82,8 @@ def write_results_csv(path: Path, records: Sequence[RunRecord]) -> None:
     """
     base = _first(r.params for r in records if r.variant == records[0].variant) if records else None
     root = Path(path).parent
-    columns = CSV_COLUMNS if any(r.machine for r in records) else CSV_COLUMNS[:-1]
+    with_machine = any(r.machine for r in records)
+    columns = [c for c in CSV_COLUMNS if with_machine or c != "machine"]
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
