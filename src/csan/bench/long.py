@@ -27,18 +27,22 @@ from typing import Any
 __all__ = ["main", "train_long"]
 
 
-def _documents(length: int, count: int, vocab: int) -> tuple[Any, int]:
+def _documents(
+    length: int, count: int, vocab: int, lines: Sequence[str] | None = None
+) -> tuple[Any, int]:
     import torch
 
     from csan.data import SubwordModel, read_lines, resolve_data_dir
 
-    folder = resolve_data_dir("newstest2014")
-    lines = read_lines(folder / "newstest2014.en")
+    source = "the text given"
+    if lines is None:
+        source = "newstest2014"
+        lines = read_lines(resolve_data_dir("newstest2014") / "newstest2014.en")
     spm = SubwordModel.train(lines, vocab_size=vocab)
     ids = [t for seq in spm.encode(lines) for t in [*seq, spm.eos_id]]
     need = length * count
     if len(ids) < need:
-        raise SystemExit(f"newstest2014 has {len(ids)} tokens, fewer than {need}")
+        raise SystemExit(f"{source} has {len(ids)} tokens, fewer than {need}")
     return torch.tensor(ids[:need]).view(count, length), len(spm)
 
 
@@ -52,8 +56,26 @@ def train_long(
     d_model: int,
     heads: int,
     head_window: int,
+    lines: Sequence[str] | None = None,
+    vocab_size: int = 4000,
 ) -> dict[str, Any]:
-    """Train the long-input encoder for ``steps`` steps; time per step and loss."""
+    """Train the long-input encoder for ``steps`` steps; time per step and loss.
+
+    Each step's document is ``length`` consecutive subword tokens of ``lines`` (default:
+    newstest2014's English side, found or downloaded as :func:`csan.data.resolve_data_dir` does),
+    cut by a SentencePiece model of ``vocab_size`` pieces learned on them. Each step prints a JSON
+    line to stderr.
+
+    Example (2 steps of a 1-layer csan1d encoder on 64-token documents of a toy text):
+        >>> import contextlib, io
+        >>> from csan.toy import TOY_PAIRS
+        >>> text = [en for en, _ in TOY_PAIRS] * 40
+        >>> with contextlib.redirect_stderr(io.StringIO()):
+        ...     r = train_long(variant="csan1d", backend="blocked", length=64, steps=2, layers=1,
+        ...                    d_model=32, heads=4, head_window=3, lines=text, vocab_size=300)
+        >>> r["status"], r["length"], len(r["losses"]), r["median_step_s"] > 0
+        ('ok', 64, 2, True)
+    """
     import torch
     import torch.nn.functional as F
 
@@ -61,7 +83,7 @@ def train_long(
     from csan.models.transformer import Transformer
 
     torch.manual_seed(0)
-    docs, vocab = _documents(length, steps, 4000)
+    docs, vocab = _documents(length, steps, vocab_size, lines)
     options: dict[str, Any] = {"window": 11, "backend": backend}
     if variant == "csan2d":
         options["head_window"] = head_window
@@ -173,6 +195,14 @@ def _run_child(args: argparse.Namespace, backend: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``csan bench long``: each kernel in its own capped process, then the table, kept in ``--out``.
+
+    Example (needs newstest2014, found or downloaded as :func:`csan.data.resolve_data_dir` does;
+    two 2,048-token steps per kernel, seconds)::
+
+        main(["--length", "2048", "--steps", "2", "--layers", "1", "--d-model", "64",
+              "--out", "runs/long"])  # 0; prints the table, keeps runs/long/long-csan1d-2048-*
+    """
     p = argparse.ArgumentParser(prog="csan bench long", description=__doc__.split("\n\n")[0])
     p.add_argument("--variant", default="csan1d", choices=["csan1d", "csan2d"])
     p.add_argument("--length", type=int, default=8192, help="tokens per document")

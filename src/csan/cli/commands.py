@@ -454,7 +454,15 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def cmd_stn(args: argparse.Namespace) -> int:
     """Train rows x distortions x seeds on distorted MNIST (finished runs skipped, the others resumed)
-    and write table.md, results.csv, summary.json, machine.json, transforms-*.png and curves.png."""
+    and write table.md, results.csv, summary.json, machine.json, transforms-*.png and curves.png.
+
+    Example (needs the MNIST files, see :func:`csan.spatial.mnist_dir`; the tiny preset, two rows of
+    200 training images on RTS, takes seconds)::
+
+        from csan.cli.parser import build_parser
+        args = build_parser().parse_args(["stn", "--preset", "tiny", "--out", "runs/stn-tiny"])
+        cmd_stn(args)  # 0; runs/stn-tiny/table.md, curves.png, transforms-RTS.png
+    """
     from csan.experiments.stn import run_stn, stn_config
 
     run_stn(

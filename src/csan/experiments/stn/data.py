@@ -69,6 +69,11 @@ def load_distorted(
     """Read MNIST (checksums verified; see :func:`csan.spatial.mnist_dir`) and distort both splits.
 
     ``train_images=0`` gives an empty training split without reading or distorting it.
+
+    Example (needs the MNIST files, see :func:`csan.spatial.mnist_dir`)::
+
+        data = load_distorted("RTS", train_images=0, test_images=100, data_seed=1)
+        data.test_images.shape, data.train_images.shape  # (100, 42, 42), (0, 42, 42)
     """
     sets = {}
     for split, n in (("train", train_images), ("test", test_images)):

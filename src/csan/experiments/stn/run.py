@@ -60,6 +60,13 @@ def run_stn(
 
     Returns the table's records (one per row x distortion). A run that fails is recorded in its folder
     (``error.txt``) and listed in the table's notes; the others go on.
+
+    Example (needs the MNIST files, see :func:`csan.spatial.mnist_dir`; seconds)::
+
+        from csan.experiments.stn import stn_config
+        records = run_stn(stn_config("tiny"), "runs/stn-tiny", preset="tiny")
+        [(r["row"], r["distortion"]) for r in records]  # cnn and st-cnn-affine on RTS
+        run_stn(stn_config("tiny"), "runs/stn-tiny", train=False)  # the table again, from the runs
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
