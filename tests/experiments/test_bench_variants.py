@@ -34,11 +34,33 @@ def test_rows_share_batches_and_report_relative_speed(small_overrides: list[str]
         assert r["steps_per_s"] == pytest.approx(1000 / r["median_step_ms"], rel=0.01)
 
 
-def test_too_many_steps_for_one_epoch_is_a_clear_error(small_overrides: list[str]) -> None:
-    with pytest.raises(CsanError, match="fewer than warmup"):
-        run_variant_bench(
-            "tiny", variants=["vanilla"], steps=10_000, overrides=[*small_overrides, *EAGER]
-        )
+def test_more_steps_than_one_epoch_go_round_the_corpus(
+    small_overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from csan.data.batching import TokenBatchSampler
+
+    taken: list[int] = []
+    real_take = TokenBatchSampler.take
+
+    def spy(self: TokenBatchSampler, count: int, first_epoch: int = 1) -> list[list[int]]:
+        taken.append(len(self))
+        return real_take(self, count, first_epoch)
+
+    monkeypatch.setattr(TokenBatchSampler, "take", spy)
+    rows = run_variant_bench(
+        "tiny",
+        variants=["vanilla"],
+        steps=3,
+        warmup=0,
+        overrides=[*small_overrides, *EAGER, "train.max_tokens=100000"],
+    )
+    assert taken and taken[0] < 3  # the corpus has fewer batches than the steps asked for
+    assert rows[0]["steps"] == 3
+
+
+def test_no_steps_is_a_clear_error(small_overrides: list[str]) -> None:
+    with pytest.raises(CsanError, match="--steps must be >= 1"):
+        run_variant_bench("tiny", variants=["vanilla"], steps=0, overrides=small_overrides)
 
 
 def test_cli_writes_table_and_machine(small_overrides: list[str], tmp_path: Path) -> None:

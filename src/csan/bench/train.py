@@ -153,12 +153,8 @@ def run_train_bench(
     cfg = load_config(preset, [*overrides, "train.evaluate_test=false"])
     data = load_training_data(cfg)
     m = cfg.model
-    order: list[list[int]] = []
-    epoch = 1
-    while len(order) < warmup + steps:  # a corpus of fewer batches goes round again, reshuffled
-        order += data.sampler.batches(epoch)
-        epoch += 1
-    batches = [data.batch(idx) for idx in order[: warmup + steps]]
+    # a corpus of fewer batches goes round again, reshuffled
+    batches = [data.batch(idx) for idx in data.sampler.take(warmup + steps)]
     torch.manual_seed(0)
     systems: dict[str, tuple[Callable[[Any], Tensor], nn.Module, Any]] = {}
 

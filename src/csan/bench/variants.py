@@ -84,8 +84,8 @@ def run_variant_bench(
     is built by the real :class:`~csan.training.trainer.Trainer` of ``config`` with its overrides, so the
     mode is the runs' own (bf16 autocast, ``torch.compile`` when the config sets them, gradient clipping,
     update_freq). All take the same ``warmup + steps`` updates of real batches, interleaved update by
-    update with the order rotating, so that a noisy machine slows every row alike; the first ``warmup``
-    updates (compilation) are not timed. Returns one row per variant: parameters, median update time,
+    update with the order rotating, so that a noisy machine slows every row alike (a corpus of fewer
+    batches goes round again, reshuffled); the first ``warmup`` updates (compilation) are not timed. Returns one row per variant: parameters, median update time,
     its quartiles, steps/s and speed relative to the first variant.
 
     Example (two rows of a tiny model, eager, a few updates):
@@ -112,15 +112,11 @@ def run_variant_bench(
             trainer = Trainer(cfg, Path(tmp) / row.name, progress=False)
             trainers[row.name] = open_trainers.enter_context(trainer)
         first = trainers[rows[0].name]
-        order = first.data.sampler.batches(1)
         per_update = first.cfg.train.update_freq
+        # a corpus of fewer batches goes round again, reshuffled, as in `csan bench train`
+        order = first.data.sampler.take((warmup + steps) * per_update)
         groups = [order[i : i + per_update] for i in range(0, len(order), per_update)]
-        if len(groups) < warmup + steps:
-            raise CsanError(
-                f"{config}: one epoch has {len(groups)} updates, fewer than warmup + steps "
-                f"({warmup} + {steps})"
-            )
-        updates = [[first.data.batch(idx) for idx in g] for g in groups[: warmup + steps]]
+        updates = [[first.data.batch(idx) for idx in g] for g in groups]
         times: dict[str, list[float]] = {name: [] for name in trainers}
         names = list(trainers)
         for i, group in enumerate(updates):

@@ -143,6 +143,26 @@ class TokenBatchSampler:
         padded = batches + batches[: per_shard * self.num_shards - len(batches)]
         return padded[self.shard_index :: self.num_shards]
 
+    def take(self, count: int, first_epoch: int = 1) -> list[list[int]]:
+        """The first ``count`` batches of epochs ``first_epoch``, ``first_epoch + 1``, ... in order.
+
+        A corpus of fewer than ``count`` batches goes round again, each round reshuffled as its
+        epoch would be: what a benchmark of a fixed number of steps takes, however small the data.
+
+        Example:
+            >>> s = TokenBatchSampler([2, 2, 2], [2, 2, 2], max_tokens=4, max_positions=8)
+            >>> len(s), len(s.take(5)), s.take(5)[:2] == s.batches(1)
+            (2, 5, True)
+        """
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        out: list[list[int]] = []
+        epoch = first_epoch
+        while len(out) < count:
+            out += self.batches(epoch)
+            epoch += 1
+        return out[:count]
+
     def _sorted_order(self, rng: np.random.Generator | None) -> np.ndarray:
         """Positions into the kept pairs, by (tgt, src) length; ties random or by index."""
         tie = rng.permutation(len(self._src)) if rng is not None else np.arange(len(self._src))
