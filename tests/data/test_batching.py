@@ -53,6 +53,17 @@ def test_epochs_differ_and_same_seed_repeats() -> None:
     assert list(a) == b.batches(1)
 
 
+def test_take_goes_round_the_epochs_in_order() -> None:
+    src, tgt = _lengths(n=60)
+    s = TokenBatchSampler(src, tgt, max_tokens=200, max_positions=100, seed=3)
+    n = len(s)
+    assert s.take(2 * n + 3) == s.batches(1) + s.batches(2) + s.batches(3)[:3]
+    assert s.take(n + 1, first_epoch=4) == s.batches(4) + s.batches(5)[:1]
+    assert s.take(0) == []
+    with pytest.raises(ValueError, match="count"):
+        s.take(-1)
+
+
 def test_batches_group_similar_lengths() -> None:
     src, tgt = _lengths(2000)
     s = TokenBatchSampler(src, tgt, max_tokens=400, max_positions=100)
