@@ -85,8 +85,9 @@ def run_variant_bench(
     mode is the runs' own (bf16 autocast, ``torch.compile`` when the config sets them, gradient clipping,
     update_freq). All take the same ``warmup + steps`` updates of real batches, interleaved update by
     update with the order rotating, so that a noisy machine slows every row alike (a corpus of fewer
-    batches goes round again, reshuffled); the first ``warmup`` updates (compilation) are not timed. Returns one row per variant: parameters, median update time,
-    its quartiles, steps/s and speed relative to the first variant.
+    batches goes round again, reshuffled); the first ``warmup`` updates (compilation) are not timed.
+    Returns one row per variant: parameters, median update time, its quartiles, steps/s and speed
+    relative to the first variant.
 
     Example (two rows of a tiny model, eager, a few updates):
         >>> rows = run_variant_bench("tiny", variants=["vanilla", "csan1d"], steps=2, warmup=1,
@@ -115,8 +116,10 @@ def run_variant_bench(
         per_update = first.cfg.train.update_freq
         # a corpus of fewer batches goes round again, reshuffled, as in `csan bench train`
         order = first.data.sampler.take((warmup + steps) * per_update)
-        groups = [order[i : i + per_update] for i in range(0, len(order), per_update)]
-        updates = [[first.data.batch(idx) for idx in g] for g in groups]
+        updates = [
+            [first.data.batch(idx) for idx in order[i : i + per_update]]
+            for i in range(0, len(order), per_update)
+        ]
         times: dict[str, list[float]] = {name: [] for name in trainers}
         names = list(trainers)
         for i, group in enumerate(updates):
