@@ -73,9 +73,10 @@ RESUME_N = (
 )
 
 
-def resume_overrides(tiny_overrides: list[str], steps: int) -> list[str]:
+def resume_overrides(tiny_overrides: list[str], steps: int, bpe_dropout: float = 0.0) -> list[str]:
     return [
         *tiny_overrides,
+        f"data.bpe_dropout={bpe_dropout}",
         "model.dropout=0.1",  # dropout on: the restored RNG state matters too
         "data.train_subset=300",
         "train.max_tokens=512",
@@ -92,22 +93,26 @@ def comparable(records: list[dict], after: int) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in timing} for r in records if r["step"] > after]
 
 
+@pytest.mark.parametrize("bpe_dropout", [0.0, 0.1], ids=["usual-subwords", "bpe-dropout"])
 def test_resumed_run_continues_exactly_like_an_uninterrupted_one(
-    tmp_path: Path, tiny_overrides: list[str], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    tiny_overrides: list[str],
+    capsys: pytest.CaptureFixture[str],
+    bpe_dropout: float,
 ) -> None:
     n = RESUME_N
     resumed, straight = tmp_path / "resumed", tmp_path / "straight"
-    first = train(load_config("tiny", resume_overrides(tiny_overrides, n)), resumed, progress=False)
+
+    def cfg(steps: int):
+        return load_config("tiny", resume_overrides(tiny_overrides, steps, bpe_dropout))
+
+    first = train(cfg(n), resumed, progress=False)
     assert first.steps == n
     assert "resuming" not in capsys.readouterr().out
-    second = train(
-        load_config("tiny", resume_overrides(tiny_overrides, 2 * n)), resumed, progress=False
-    )
+    second = train(cfg(2 * n), resumed, progress=False)
     assert f"resuming from step {n} " in capsys.readouterr().out
     assert second.steps == 2 * n
-    whole = train(
-        load_config("tiny", resume_overrides(tiny_overrides, 2 * n)), straight, progress=False
-    )
+    whole = train(cfg(2 * n), straight, progress=False)
     assert whole.steps == 2 * n
 
     a, b = metrics(resumed), metrics(straight)

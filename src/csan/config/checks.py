@@ -100,6 +100,8 @@ def check_data_config(dc: DataConfig) -> None:
         value = getattr(dc, name)
         if value is not None and value < 1:
             raise CsanError(f"data.{name}={value}: must be at least 1 (or null: all pairs)")
+    if not 0 <= dc.bpe_dropout < 1:
+        raise CsanError(f"data.bpe_dropout={dc.bpe_dropout}: must be in [0, 1)")
 
 
 # What may change when a run is resumed: limits, intervals, bookkeeping, the precision and the

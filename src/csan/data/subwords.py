@@ -220,6 +220,36 @@ class SubwordModel:
             raise TypeError("encode takes a list of strings, got one str; wrap it in a list")
         return self._sp.encode(list(texts), out_type=int, num_threads=num_threads)
 
+    def sample(self, texts: Sequence[str], *, alpha: float, seed: int) -> list[list[int]]:
+        """Ids of each text cut by a sampled segmentation, without BOS or EOS: for a BPE model,
+        BPE-dropout (Provilkov et al., 2020), each merge skipped with probability ``alpha``; for a
+        unigram model, a segmentation sampled from the lattice with smoothing ``alpha`` (Kudo, 2018).
+
+        The same ``(texts, alpha, seed)`` give the same ids (SentencePiece's generator is seeded
+        and runs on one thread); every segmentation decodes back to its text.
+
+        Example:
+            >>> sp = SubwordModel.train(["ein hund läuft", "a dog runs"] * 10, vocab_size=280)
+            >>> a = sp.sample(["ein hund läuft"] * 20, alpha=0.5, seed=7)
+            >>> a == sp.sample(["ein hund läuft"] * 20, alpha=0.5, seed=7), set(sp.decode(a))
+            (True, {'ein hund läuft'})
+            >>> max(map(len, a)) > len(sp.encode(["ein hund läuft"])[0])  # some merges dropped
+            True
+        """
+        if isinstance(texts, str):
+            raise TypeError("sample takes a list of strings, got one str; wrap it in a list")
+        if not 0 <= alpha < 1:
+            raise ValueError(f"alpha must be in [0, 1), got {alpha}")
+        spm.set_random_generator_seed(seed % 2**32)
+        return self._sp.encode(
+            list(texts),
+            out_type=int,
+            enable_sampling=alpha > 0,
+            alpha=alpha,
+            nbest_size=-1,
+            num_threads=1,
+        )
+
     def decode(self, ids: Iterable[Iterable[int]], *, num_threads: int = 1) -> list[str]:
         """Detokenized text of each id sequence; pad, BOS and EOS ids are skipped wherever they are.
 

@@ -71,10 +71,27 @@ class TrainingData:
     n_train: int  # pairs kept for training
     n_dropped: int  # pairs dropped (too long or empty)
     pad_to_multiple: int = 1  # batch widths rounded up to this
+    bpe_dropout: float = 0.0  # data.bpe_dropout: batches cut afresh into subwords (with a seed)
+    max_len: int = 128  # a sampled side longer than this (with EOS) keeps its usual segmentation
 
-    def batch(self, indices: list[int]) -> Batch:
-        pairs = [(self.train.src[i], self.train.tgt[i]) for i in indices]
-        return collate(pairs, indices, pad_to_multiple=self.pad_to_multiple)
+    def batch(self, indices: list[int], *, seed: int | None = None) -> Batch:
+        """Pad the training pairs at ``indices`` into a :class:`Batch`. With ``bpe_dropout`` and a
+        ``seed`` their texts are cut afresh by :meth:`SubwordModel.sample` (the same seed, the same
+        batch); without a seed, or where a sampled side would pass ``max_len``, the usual ids.
+        """
+        src = [self.train.src[i] for i in indices]
+        tgt = [self.train.tgt[i] for i in indices]
+        if self.bpe_dropout > 0 and seed is not None:
+            texts = [self.train.src_text[i] for i in indices] + [
+                self.train.tgt_text[i] for i in indices
+            ]
+            cut = self.spm.sample(texts, alpha=self.bpe_dropout, seed=seed)
+            fits = [ids if len(ids) < self.max_len else None for ids in cut]
+            src = [f or ids for f, ids in zip(fits[: len(src)], src, strict=True)]
+            tgt = [f or ids for f, ids in zip(fits[len(src) :], tgt, strict=True)]
+        return collate(
+            list(zip(src, tgt, strict=True)), indices, pad_to_multiple=self.pad_to_multiple
+        )
 
 
 def _subset(split: EncodedSplit, n: int | None) -> EncodedSplit:
@@ -240,6 +257,8 @@ def load_training_data(
         tests=tests,
         sampler=sampler,
         pad_to_multiple=pad_to_multiple,
+        bpe_dropout=dc.bpe_dropout,
+        max_len=max_len,
         n_train=len(keep) - sampler.num_dropped,
         n_dropped=n_dropped,
     )

@@ -155,7 +155,9 @@ def run_header(
     lines.append(
         f"model: {cfg.model.arch}, {n_params:,} parameters; "
         f"train pairs: {data.n_train:,} (dropped {data.n_dropped:,} over "
-        f"{cfg.data.max_len} tokens or empty); device {device}"
+        f"{cfg.data.max_len} tokens or empty"
+        + (f"; BPE-dropout {cfg.data.bpe_dropout:g}" if cfg.data.bpe_dropout else "")
+        + f"); device {device}"
         + (f", {dist.world_size} processes" if dist.enabled else "")
     )
     return lines

@@ -27,6 +27,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
@@ -307,6 +308,12 @@ class Trainer:
             self.say(f"training stopped: {stop_reason}")
         return self.finish(stop_reason)  # Ctrl-C here (test scoring) stops at once
 
+    def _cut_seed(self, epoch: int, position: int) -> int:
+        """The seed of a batch's sampled segmentation (``data.bpe_dropout``): from the run's seed,
+        the rank, the epoch and the batch's place in it, so a resumed run cuts the same batches."""
+        seq = np.random.SeedSequence([self.cfg.train.seed, self.dist.rank, epoch, position])
+        return int(seq.generate_state(1)[0])
+
     def _run_epoch(self, stop: StopRequest) -> str | None:
         """Train on the rest of the current epoch; returns why to stop, or None for the next epoch."""
         tc, p = self.cfg.train, self.progress
@@ -324,7 +331,13 @@ class Trainer:
             while p.batch_in_epoch < len(batches):
                 group = batches[p.batch_in_epoch : p.batch_in_epoch + tc.update_freq]
                 t0 = time.monotonic()
-                stats = self.train_step([self.data.batch(idx) for idx in group])
+                first = p.batch_in_epoch
+                stats = self.train_step(
+                    [
+                        self.data.batch(idx, seed=self._cut_seed(p.epoch, first + k))
+                        for k, idx in enumerate(group)
+                    ]
+                )
                 p.train_seconds += time.monotonic() - t0
                 p.batch_in_epoch += len(group)
                 bar.update(len(group))
