@@ -115,7 +115,9 @@ class TokenBatchSampler:
         self.pad_to_multiple = pad_to_multiple
         self.epoch = 0
         # Batch sizes depend only on the sorted length sequence, the same in every epoch.
-        self._num_batches = len(self._chunk(self._sorted_order(None)))
+        self._num_batches = len(
+            self._chunk(self._sorted_order(None, self._src, self._tgt), self._src, self._tgt)
+        )
 
     @property
     def num_kept(self) -> int:
@@ -133,13 +135,33 @@ class TokenBatchSampler:
     def __iter__(self) -> Iterator[list[int]]:
         yield from self.batches(self.epoch)
 
-    def batches(self, epoch: int) -> list[list[int]]:
-        """This shard's batches (lists of pair indices into the original lengths) for ``epoch``."""
+    def batches(
+        self,
+        epoch: int,
+        lengths: tuple[Sequence[int], Sequence[int]] | None = None,
+    ) -> list[list[int]]:
+        """This shard's batches (lists of pair indices into the original lengths) for ``epoch``.
+
+        ``lengths`` (source, target; one per original pair, with the special token) replace the
+        lengths given at construction for this epoch's sorting and cutting: a segmentation sampled
+        for the epoch (BPE-dropout). The same pairs are batched; how many batches there are follows
+        the lengths.
+
+        Example:
+            >>> s = TokenBatchSampler([2, 2, 2, 2], [2, 2, 2, 2], max_tokens=4, max_positions=8,
+            ...                       shuffle=False)
+            >>> s.batches(1), s.batches(1, lengths=([4, 4, 2, 2], [4, 4, 2, 2]))
+            ([[0, 1], [2, 3]], [[2, 3], [0], [1]])
+        """
+        src, tgt = self._src, self._tgt
+        if lengths is not None:
+            src = np.asarray(lengths[0], dtype=np.int64)[self._indices]
+            tgt = np.asarray(lengths[1], dtype=np.int64)[self._indices]
         rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
-        batches = self._chunk(self._sorted_order(rng))
+        batches = self._chunk(self._sorted_order(rng, src, tgt), src, tgt)
         if rng is not None:
             batches = [batches[k] for k in rng.permutation(len(batches))]
-        per_shard = len(self)
+        per_shard = -(-len(batches) // self.num_shards)
         padded = batches + batches[: per_shard * self.num_shards - len(batches)]
         return padded[self.shard_index :: self.num_shards]
 
@@ -163,15 +185,17 @@ class TokenBatchSampler:
             epoch += 1
         return out[:count]
 
-    def _sorted_order(self, rng: np.random.Generator | None) -> np.ndarray:
+    def _sorted_order(
+        self, rng: np.random.Generator | None, src: np.ndarray, tgt: np.ndarray
+    ) -> np.ndarray:
         """Positions into the kept pairs, by (tgt, src) length; ties random or by index."""
-        tie = rng.permutation(len(self._src)) if rng is not None else np.arange(len(self._src))
-        return np.lexsort((tie, self._src, self._tgt))
+        tie = rng.permutation(len(src)) if rng is not None else np.arange(len(src))
+        return np.lexsort((tie, src, tgt))
 
-    def _chunk(self, order: np.ndarray) -> list[list[int]]:
+    def _chunk(self, order: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> list[list[int]]:
         """Cut ``order`` greedily into batches within the token budget (:func:`cut_batches`)."""
         m = self.pad_to_multiple
-        widths = np.maximum(self._src, self._tgt)
+        widths = np.maximum(src, tgt)
         if m > 1:
             widths = -(-widths // m) * m
         cut = cut_batches(order.tolist(), widths.tolist(), self.max_tokens)

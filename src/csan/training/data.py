@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from csan.config import Config, DataConfig
 from csan.data import (
@@ -71,27 +73,61 @@ class TrainingData:
     n_train: int  # pairs kept for training
     n_dropped: int  # pairs dropped (too long or empty)
     pad_to_multiple: int = 1  # batch widths rounded up to this
-    bpe_dropout: float = 0.0  # data.bpe_dropout: batches cut afresh into subwords (with a seed)
+    bpe_dropout: float = 0.0  # data.bpe_dropout: each epoch's training pairs cut afresh
     max_len: int = 128  # a sampled side longer than this (with EOS) keeps its usual segmentation
+    seed: int = 0  # train.seed: with the epoch, seeds the epoch's cut
+    _cut: tuple[int, list[list[int]], list[list[int]]] | None = field(default=None, repr=False)
+    _epoch_batches: tuple[int, list[list[int]]] | None = field(default=None, repr=False)
 
-    def batch(self, indices: list[int], *, seed: int | None = None) -> Batch:
-        """Pad the training pairs at ``indices`` into a :class:`Batch`. With ``bpe_dropout`` and a
-        ``seed`` their texts are cut afresh by :meth:`SubwordModel.sample` (the same seed, the same
-        batch); without a seed, or where a sampled side would pass ``max_len``, the usual ids.
+    @property
+    def batches_per_epoch(self) -> int:
+        """This process's batches in an epoch: with BPE-dropout, epoch 1's count (the others
+        differ by a few batches, as their cuts do); what an epoch budget is planned with."""
+        return len(self.epoch_batches(1)) if self.bpe_dropout > 0 else len(self.sampler)
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This process's batches of ``epoch`` (lists of indices into ``train``): the sampler's,
+        cut by the epoch's own segmentation where ``bpe_dropout`` is on (see :meth:`batch`)."""
+        if self.bpe_dropout <= 0:
+            return self.sampler.batches(epoch)
+        if self._epoch_batches is None or self._epoch_batches[0] != epoch:
+            src, tgt = self._epoch_cut(epoch)
+            lengths = [len(ids) + 1 for ids in src], [len(ids) + 1 for ids in tgt]
+            self._epoch_batches = epoch, self.sampler.batches(epoch, lengths=lengths)
+        return self._epoch_batches[1]
+
+    def batch(self, indices: list[int], *, epoch: int | None = None) -> Batch:
+        """Pad the training pairs at ``indices`` into a :class:`Batch`.
+
+        With ``bpe_dropout`` and an ``epoch``, the pairs are cut as that epoch cuts them: every
+        training text sampled afresh by :meth:`SubwordModel.sample` (BPE-dropout), seeded by
+        ``seed`` and the epoch, so every process and a resumed run cut the same way; a side that
+        would pass ``max_len`` keeps its usual ids. Without an epoch, the usual ids.
         """
-        src = [self.train.src[i] for i in indices]
-        tgt = [self.train.tgt[i] for i in indices]
-        if self.bpe_dropout > 0 and seed is not None:
-            texts = [self.train.src_text[i] for i in indices] + [
-                self.train.tgt_text[i] for i in indices
-            ]
-            cut = self.spm.sample(texts, alpha=self.bpe_dropout, seed=seed)
-            fits = [ids if len(ids) < self.max_len else None for ids in cut]
-            src = [f or ids for f, ids in zip(fits[: len(src)], src, strict=True)]
-            tgt = [f or ids for f, ids in zip(fits[len(src) :], tgt, strict=True)]
-        return collate(
-            list(zip(src, tgt, strict=True)), indices, pad_to_multiple=self.pad_to_multiple
-        )
+        if self.bpe_dropout > 0 and epoch is not None:
+            src_ids, tgt_ids = self._epoch_cut(epoch)
+        else:
+            src_ids, tgt_ids = self.train.src, self.train.tgt
+        pairs = [(src_ids[i], tgt_ids[i]) for i in indices]
+        return collate(pairs, indices, pad_to_multiple=self.pad_to_multiple)
+
+    def _epoch_cut(self, epoch: int) -> tuple[list[list[int]], list[list[int]]]:
+        """The training pairs' ids as ``epoch`` cuts them (the latest epoch's cut is kept)."""
+        if self._cut is None or self._cut[0] != epoch:
+            n, chunk = len(self.train), 8192
+            src: list[list[int]] = []
+            tgt: list[list[int]] = []
+            for c, start in enumerate(range(0, n, chunk)):
+                stop = min(start + chunk, n)
+                state = np.random.SeedSequence([self.seed, epoch, c]).generate_state(1)[0]
+                texts = self.train.src_text[start:stop] + self.train.tgt_text[start:stop]
+                cut = self.spm.sample(texts, alpha=self.bpe_dropout, seed=int(state))
+                usual = self.train.src[start:stop] + self.train.tgt[start:stop]
+                fit = [ids if len(ids) < self.max_len else old for ids, old in zip(cut, usual)]
+                src += fit[: stop - start]
+                tgt += fit[stop - start :]
+            self._cut = epoch, src, tgt
+        return self._cut[1], self._cut[2]
 
 
 def _subset(split: EncodedSplit, n: int | None) -> EncodedSplit:
@@ -259,6 +295,7 @@ def load_training_data(
         pad_to_multiple=pad_to_multiple,
         bpe_dropout=dc.bpe_dropout,
         max_len=max_len,
+        seed=tc.seed,
         n_train=len(keep) - sampler.num_dropped,
         n_dropped=n_dropped,
     )

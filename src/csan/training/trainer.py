@@ -27,7 +27,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
@@ -147,7 +146,7 @@ class Trainer:
             pad_to_multiple=8 if self.device.type == "cuda" else 1,
         )
         self.budget = Budget(
-            max_steps=budget_steps(tc, batches_per_epoch=len(self.data.sampler)),
+            max_steps=budget_steps(tc, batches_per_epoch=self.data.batches_per_epoch),
             max_seconds=None if tc.max_minutes is None else tc.max_minutes * 60,
             cooldown_fraction=tc.cooldown_fraction if tc.schedule == "budget" else 0.0,
             average_last=tc.average_last,
@@ -193,7 +192,7 @@ class Trainer:
 
     @property
     def epochs_done(self) -> float:
-        return self.progress.epochs_done(len(self.data.sampler))
+        return self.progress.epochs_done(len(self.data.epoch_batches(self.progress.epoch)))
 
     def say(self, msg: str) -> None:
         if self.is_main:
@@ -308,16 +307,10 @@ class Trainer:
             self.say(f"training stopped: {stop_reason}")
         return self.finish(stop_reason)  # Ctrl-C here (test scoring) stops at once
 
-    def _cut_seed(self, epoch: int, position: int) -> int:
-        """The seed of a batch's sampled segmentation (``data.bpe_dropout``): from the run's seed,
-        the rank, the epoch and the batch's place in it, so a resumed run cuts the same batches."""
-        seq = np.random.SeedSequence([self.cfg.train.seed, self.dist.rank, epoch, position])
-        return int(seq.generate_state(1)[0])
-
     def _run_epoch(self, stop: StopRequest) -> str | None:
         """Train on the rest of the current epoch; returns why to stop, or None for the next epoch."""
         tc, p = self.cfg.train, self.progress
-        batches = self.data.sampler.batches(p.epoch)
+        batches = self.data.epoch_batches(p.epoch)
         bar = tqdm(
             total=len(batches),
             initial=p.batch_in_epoch,
@@ -331,13 +324,7 @@ class Trainer:
             while p.batch_in_epoch < len(batches):
                 group = batches[p.batch_in_epoch : p.batch_in_epoch + tc.update_freq]
                 t0 = time.monotonic()
-                first = p.batch_in_epoch
-                stats = self.train_step(
-                    [
-                        self.data.batch(idx, seed=self._cut_seed(p.epoch, first + k))
-                        for k, idx in enumerate(group)
-                    ]
-                )
+                stats = self.train_step([self.data.batch(idx, epoch=p.epoch) for idx in group])
                 p.train_seconds += time.monotonic() - t0
                 p.batch_in_epoch += len(group)
                 bar.update(len(group))
