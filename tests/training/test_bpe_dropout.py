@@ -31,7 +31,7 @@ def texts(data: TrainingData, tensor: torch.Tensor) -> list[str]:
 
 def fresh(data: TrainingData, **changes: object) -> TrainingData:
     """A copy without the cached cut (dataclasses.replace copies the private fields too)."""
-    return dataclasses.replace(data, _cut=None, _epoch_batches=None, **changes)
+    return dataclasses.replace(data, _epoch=None, **changes)
 
 
 def test_each_epoch_cuts_the_pairs_afresh_and_reproducibly(data: TrainingData) -> None:

@@ -76,10 +76,10 @@ class DataConfig:
     test_split: str = "test2016"
     vocab_size: int = 8000  # joint SentencePiece BPE vocabulary
     max_len: int = 128  # training pairs with a side longer than this (subwords + EOS) are dropped
-    # BPE-dropout (Provilkov et al., 2020), training only: each training batch is cut into subwords
-    # afresh, every merge skipped with this probability (SentencePiece's sampling); 0: off. Sequences
-    # get longer (on Multi30k 1.2x at 0.05, 1.4x at 0.1); validation, test and translation keep the
-    # deterministic segmentation.
+    # BPE-dropout (Provilkov et al., 2020), training only: each epoch cuts the training text into
+    # subwords afresh, every merge skipped with this probability (SentencePiece's sampling), and is
+    # batched by those lengths; 0: off. Sequences get longer (on Multi30k 1.2x at 0.05, 1.4x at
+    # 0.1); validation, test and translation keep the deterministic segmentation.
     bpe_dropout: float = 0.0
     train_subset: int | None = None  # use only the first N training pairs (None: all)
     valid_subset: int | None = None  # use only the first N validation pairs (None: all)

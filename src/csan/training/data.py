@@ -76,8 +76,7 @@ class TrainingData:
     bpe_dropout: float = 0.0  # data.bpe_dropout: each epoch's training pairs cut afresh
     max_len: int = 128  # a sampled side longer than this (with EOS) keeps its usual segmentation
     seed: int = 0  # train.seed: with the epoch, seeds the epoch's cut
-    _cut: tuple[int, list[list[int]], list[list[int]]] | None = field(default=None, repr=False)
-    _epoch_batches: tuple[int, list[list[int]]] | None = field(default=None, repr=False)
+    _epoch: _EpochCut | None = field(default=None, repr=False)  # the latest epoch's, kept
 
     @property
     def batches_per_epoch(self) -> int:
@@ -106,13 +105,7 @@ class TrainingData:
             ...     data.spm.decode(usual.src.tolist()))
             (True, True)
         """
-        if self.bpe_dropout <= 0:
-            return self.sampler.batches(epoch)
-        if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            src, tgt = self._epoch_cut(epoch)
-            lengths = [len(ids) + 1 for ids in src], [len(ids) + 1 for ids in tgt]
-            self._epoch_batches = epoch, self.sampler.batches(epoch, lengths=lengths)
-        return self._epoch_batches[1]
+        return self._for_epoch(epoch).batches
 
     def batch(self, indices: list[int], *, epoch: int | None = None) -> Batch:
         """Pad the training pairs at ``indices`` into a :class:`Batch`.
@@ -122,30 +115,50 @@ class TrainingData:
         ``seed`` and the epoch, so every process and a resumed run cut the same way; a side that
         would pass ``max_len`` keeps its usual ids. Without an epoch, the usual ids.
         """
-        if self.bpe_dropout > 0 and epoch is not None:
-            src_ids, tgt_ids = self._epoch_cut(epoch)
-        else:
-            src_ids, tgt_ids = self.train.src, self.train.tgt
-        pairs = [(src_ids[i], tgt_ids[i]) for i in indices]
+        split = self._for_epoch(epoch) if epoch is not None else self.train
+        pairs = [(split.src[i], split.tgt[i]) for i in indices]
         return collate(pairs, indices, pad_to_multiple=self.pad_to_multiple)
 
-    def _epoch_cut(self, epoch: int) -> tuple[list[list[int]], list[list[int]]]:
-        """The training pairs' ids as ``epoch`` cuts them (the latest epoch's cut is kept)."""
-        if self._cut is None or self._cut[0] != epoch:
-            n, chunk = len(self.train), 8192
-            src: list[list[int]] = []
-            tgt: list[list[int]] = []
-            for c, start in enumerate(range(0, n, chunk)):
-                stop = min(start + chunk, n)
-                state = np.random.SeedSequence([self.seed, epoch, c]).generate_state(1)[0]
-                texts = self.train.src_text[start:stop] + self.train.tgt_text[start:stop]
-                cut = self.spm.sample(texts, alpha=self.bpe_dropout, seed=int(state))
-                usual = self.train.src[start:stop] + self.train.tgt[start:stop]
-                fit = [ids if len(ids) < self.max_len else old for ids, old in zip(cut, usual)]
-                src += fit[: stop - start]
-                tgt += fit[stop - start :]
-            self._cut = epoch, src, tgt
-        return self._cut[1], self._cut[2]
+    def _for_epoch(self, epoch: int) -> _EpochCut:
+        """``epoch``'s ids and batches, worked out once (the trainer asks for them at every log
+        line): the usual ids, or with ``bpe_dropout`` the epoch's own cut and its batches."""
+        if self._epoch is not None and self._epoch.epoch == epoch:
+            return self._epoch
+        if self.bpe_dropout <= 0:
+            src, tgt = self.train.src, self.train.tgt
+            batches = self.sampler.batches(epoch)
+        else:
+            src, tgt = self._sample(epoch)
+            lengths = [len(ids) + 1 for ids in src], [len(ids) + 1 for ids in tgt]
+            batches = self.sampler.batches(epoch, lengths=lengths)
+        self._epoch = _EpochCut(epoch, src, tgt, batches)
+        return self._epoch
+
+    def _sample(self, epoch: int) -> tuple[list[list[int]], list[list[int]]]:
+        """The training pairs' ids as ``epoch`` cuts them with BPE-dropout, seeded by chunk."""
+        n, chunk = len(self.train), 8192
+        src: list[list[int]] = []
+        tgt: list[list[int]] = []
+        for c, start in enumerate(range(0, n, chunk)):
+            stop = min(start + chunk, n)
+            state = np.random.SeedSequence([self.seed, epoch, c]).generate_state(1)[0]
+            texts = self.train.src_text[start:stop] + self.train.tgt_text[start:stop]
+            cut = self.spm.sample(texts, alpha=self.bpe_dropout, seed=int(state))
+            usual = self.train.src[start:stop] + self.train.tgt[start:stop]
+            fit = [ids if len(ids) < self.max_len else old for ids, old in zip(cut, usual)]
+            src += fit[: stop - start]
+            tgt += fit[stop - start :]
+        return src, tgt
+
+
+@dataclass(frozen=True)
+class _EpochCut:
+    """One epoch's training ids (``src``, ``tgt``, indexed as ``TrainingData.train``) and batches."""
+
+    epoch: int
+    src: list[list[int]]
+    tgt: list[list[int]]
+    batches: list[list[int]]
 
 
 def _subset(split: EncodedSplit, n: int | None) -> EncodedSplit:
