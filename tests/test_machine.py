@@ -185,3 +185,38 @@ def test_empty_compiled_kernels_are_dropped(monkeypatch, tmp_path) -> None:
         assert drop_empty_compiled_kernels() == [empty]
     assert not empty.exists() and kernel.exists() and source.exists()
     assert drop_empty_compiled_kernels() == []
+
+
+ZEN4_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+model name\t: not the first CPU
+"""
+
+
+def test_cpuinfo_reads_the_first_cpu_and_its_core_generation() -> None:
+    info = machine_mod._parse_cpuinfo(ZEN4_CPUINFO)
+    assert (info.name, info.vendor, info.family, info.model) == ("AMD EPYC", "AuthenticAMD", 25, 17)
+    assert {"avx512f", "avx512_bf16"} <= info.flags
+    assert machine_mod.cpu_core(info.vendor, info.family, info.flags) == "Zen 4"
+    # the same family without AVX512 is Zen 3; 0x1A is Zen 5; Intel and unknown stay unnamed
+    assert machine_mod.cpu_core("AuthenticAMD", 25, {"avx2"}) == "Zen 3"
+    assert machine_mod.cpu_core("AuthenticAMD", 26, {"avx512f"}) == "Zen 5"
+    assert machine_mod.cpu_core("GenuineIntel", 6, {"avx512f"}) == ""
+    assert machine_mod.cpu_core("AuthenticAMD", None, set()) == ""
+    empty = machine_mod._parse_cpuinfo("")
+    assert empty.family is None and empty.flags == set() and empty.name
+
+
+def test_records_carry_the_cpu_identity() -> None:
+    info = machine_info("cpu")
+    assert {"cpu_core", "cpu_vendor", "cpu_family", "cpu_model"} <= set(info)
+    assert info["cpu_core"] == describe_machine().core
+    label = machine_mod.machine_label({**info, "cpu_core": "Zen 4"})
+    assert "(Zen 4, " in label

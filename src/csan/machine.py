@@ -39,6 +39,7 @@ __all__ = [
     "Switch",
     "choose_runtime",
     "compile_dynamic",
+    "cpu_core",
     "describe_machine",
     "drop_empty_compiled_kernels",
     "keep_freed_memory",
@@ -94,36 +95,87 @@ class Machine:
     cores: int
     threads: int
     flags: dict[str, bool] = field(default_factory=dict)
+    # the core generation, where /proc/cpuinfo tells it (:func:`cpu_core`), e.g. "Zen 4"
+    core: str = ""
 
     def summary(self) -> str:
-        """One line: model, capability, bf16, threads.
+        """One line: model (and core generation, where known), capability, bf16, threads.
 
         Example:
             >>> Machine("AMD EPYC", "AVX2", False, 2, 2, {"avx2": True}).summary()
             'AMD EPYC, 2 cores; ATen capability AVX2, bf16 emulated (no AVX512-BF16/AMX); 2 threads'
+            >>> Machine("AMD EPYC", "AVX512", True, 2, 2, core="Zen 4").summary()[:32]
+            'AMD EPYC (Zen 4), 2 cores; ATen '
         """
         bf16 = "native bf16" if self.native_bf16 else "bf16 emulated (no AVX512-BF16/AMX)"
+        cpu = f"{self.cpu} ({self.core})" if self.core else self.cpu
         return (
-            f"{self.cpu}, {self.cores} cores; ATen capability {self.capability}, {bf16}; "
+            f"{cpu}, {self.cores} cores; ATen capability {self.capability}, {bf16}; "
             f"{self.threads} thread{'s' if self.threads != 1 else ''}"
         )
 
 
-def _cpuinfo() -> tuple[str, set[str]]:
-    """CPU model name and flags from /proc/cpuinfo (Linux); elsewhere the platform's name, no flags."""
-    model, flags = platform.processor() or platform.machine(), set()
+def cpu_core(vendor: str, family: int | None, flags: set[str]) -> str:
+    """The core generation of an AMD CPU from its CPUID family (and flags); "" where not known.
+
+    Cloud machines often name their CPU only "AMD EPYC", and two generations with native bf16 differ
+    a lot in its speed (Zen 4 splits each 512-bit operation in two, Zen 5 does not), so results
+    record the generation. Family 0x19 is Zen 3 without AVX512 and Zen 4 with it; 0x1A is Zen 5.
+    Intel CPUs name themselves in "model name"; they get "".
+
+    Example:
+        >>> cpu_core("AuthenticAMD", 25, {"avx2", "avx512f"}), cpu_core("AuthenticAMD", 26, set())
+        ('Zen 4', 'Zen 5')
+        >>> cpu_core("AuthenticAMD", 25, {"avx2"}), cpu_core("GenuineIntel", 6, {"avx512f"})
+        ('Zen 3', '')
+    """
+    if vendor != "AuthenticAMD" or family is None:
+        return ""
+    if family == 0x17:
+        return "Zen 2" if "rdpid" in flags else "Zen/Zen+"
+    if family == 0x19:
+        return "Zen 4" if "avx512f" in flags else "Zen 3"
+    if family == 0x1A:
+        return "Zen 5"
+    return ""
+
+
+@dataclass(frozen=True)
+class _CpuInfo:
+    name: str
+    flags: set[str]
+    vendor: str = ""
+    family: int | None = None
+    model: int | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> _CpuInfo:
+    """The first CPU of /proc/cpuinfo (Linux); elsewhere the platform's name, no flags."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return model, flags
+        text = ""
+    return _parse_cpuinfo(text)
+
+
+def _parse_cpuinfo(text: str) -> _CpuInfo:
+    """The first processor block of a /proc/cpuinfo text."""
+    fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and value.strip():
-            model = value.strip()
-        elif key == "flags" and not flags:
-            flags = set(value.split())
-    return model, flags
+        key, value = key.strip(), value.strip()
+        if not key and fields:  # a blank line ends the first CPU's block
+            break
+        fields.setdefault(key, value)
+    family, model = fields.get("cpu family", ""), fields.get("model", "")
+    return _CpuInfo(
+        name=fields.get("model name") or platform.processor() or platform.machine(),
+        flags=set(fields.get("flags", "").split()),
+        vendor=fields.get("vendor_id", ""),
+        family=int(family) if family.isdigit() else None,
+        model=int(model) if model.isdigit() else None,
+    )
 
 
 def _native_bf16(capability: str) -> bool:
@@ -138,15 +190,16 @@ def _native_bf16(capability: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _describe(threads: int) -> Machine:
-    model, flags = _cpuinfo()
+    cpu = _cpuinfo()
     capability = torch.backends.cpu.get_cpu_capability()
     return Machine(
-        cpu=model,
+        cpu=cpu.name,
         capability=capability,
         native_bf16=_native_bf16(capability),
         cores=os.cpu_count() or 1,
         threads=threads,
-        flags={name: name in flags for name in CPU_FLAGS},
+        flags={name: name in cpu.flags for name in CPU_FLAGS},
+        core=cpu_core(cpu.vendor, cpu.family, cpu.flags),
     )
 
 
@@ -366,8 +419,13 @@ def machine_info(device: str | torch.device = "cpu", **extra: Any) -> dict[str, 
     """
     device = torch.device(device)
     m = describe_machine()
+    cpu = _cpuinfo()
     info: dict[str, Any] = {
         "cpu": m.cpu,
+        "cpu_core": m.core,
+        "cpu_vendor": cpu.vendor,
+        "cpu_family": cpu.family,
+        "cpu_model": cpu.model,
         "capability": m.capability,
         "native_bf16": m.native_bf16,
         **m.flags,
@@ -403,6 +461,9 @@ def machine_label(info: dict[str, Any]) -> str:
         >>> machine_label({"cpu": "AMD EPYC 9B45", "capability": "AVX512", "native_bf16": True,
         ...                "amx_bf16": False, "threads": 2, "device": "cpu"})
         'AMD EPYC 9B45 (AVX512, native bf16), 2 threads'
+        >>> machine_label({"cpu": "AMD EPYC", "cpu_core": "Zen 4", "capability": "AVX512",
+        ...                "native_bf16": True, "threads": 2})
+        'AMD EPYC (Zen 4, AVX512, native bf16), 2 threads'
         >>> machine_label({"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False,
         ...                "threads": 2})
         'AMD EPYC (AVX2, bf16 emulated), 2 threads'
@@ -419,6 +480,8 @@ def machine_label(info: dict[str, Any]) -> str:
     kind.append("native bf16" if info.get("native_bf16") else "bf16 emulated")
     if info.get("amx_bf16"):
         kind.append("AMX")
+    if info.get("cpu_core"):
+        kind.insert(0, str(info["cpu_core"]))
     threads = info.get("threads")
     tail = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
     return f"{info['cpu']} ({', '.join(kind)}){tail}"
