@@ -144,9 +144,9 @@ def cpu_core(vendor: str, family: int | None, flags: set[str]) -> str:
 class _CpuInfo:
     name: str
     flags: set[str]
-    vendor: str = ""
-    family: int | None = None
-    model: int | None = None
+    vendor: str
+    family: int | None
+    model: int | None
 
 
 @functools.lru_cache(maxsize=1)
@@ -476,12 +476,11 @@ def machine_label(info: dict[str, Any]) -> str:
         return str(info["gpu"])
     if not info.get("cpu"):
         return ""
-    kind = [str(info.get("capability") or "?")]
+    kind = [str(info["cpu_core"])] if info.get("cpu_core") else []
+    kind.append(str(info.get("capability") or "?"))
     kind.append("native bf16" if info.get("native_bf16") else "bf16 emulated")
     if info.get("amx_bf16"):
         kind.append("AMX")
-    if info.get("cpu_core"):
-        kind.insert(0, str(info["cpu_core"]))
     threads = info.get("threads")
     tail = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
     return f"{info['cpu']} ({', '.join(kind)}){tail}"
