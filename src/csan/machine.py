@@ -165,8 +165,10 @@ def _parse_cpuinfo(text: str) -> _CpuInfo:
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key, value = key.strip(), value.strip()
-        if not key and fields:  # a blank line ends the first CPU's block
-            break
+        if not key:  # a blank line ends the first CPU's block (leading ones are skipped)
+            if fields:
+                break
+            continue
         fields.setdefault(key, value)
     family, model = fields.get("cpu family", ""), fields.get("model", "")
     return _CpuInfo(
