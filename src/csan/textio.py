@@ -42,6 +42,7 @@ __all__ = [
     "decode_lines",
     "iter_line_chunks",
     "normalize",
+    "on_terminal",
     "output_target",
     "read_text_lines",
     "write_text_lines",
@@ -123,6 +124,22 @@ def read_text_lines(
     except OSError as err:
         raise CsanError(f"{name}: cannot read: {err.strerror or err}") from None
     return decode_lines(data, name, max_chars=max_chars)
+
+
+def on_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is an interactive terminal (False for files, pipes, closed streams, None).
+
+    Progress bars go to a terminal only; a log file or a pipe gets plain lines.
+
+    Example:
+        >>> import io
+        >>> on_terminal(io.StringIO()), on_terminal(None)
+        (False, False)
+    """
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
 
 
 def output_target(path: str | os.PathLike[str]) -> Path:

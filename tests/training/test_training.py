@@ -346,6 +346,30 @@ def test_budget_schedule_over_minutes_is_complete(
     assert meta["made_from"].startswith("average of")
 
 
+@pytest.mark.parametrize("terminal", [False, True])
+def test_progress_is_a_bar_on_a_terminal_and_plain_lines_in_a_log(
+    tmp_path: Path,
+    tiny_overrides: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    terminal: bool,
+) -> None:
+    monkeypatch.setattr("csan.training.trainer.on_terminal", lambda stream: terminal)
+    items = [*tiny_overrides, "data.valid_subset=20", "train.max_steps=8", "train.log_every=4"]
+    train(load_config("tiny", items), tmp_path, progress=True)
+    out, err = capsys.readouterr()
+    shown = [line for line in out.splitlines() if " train: " in line]
+    if terminal:  # the bar (on stderr) carries the loss; stdout keeps the run's messages only
+        assert shown == [] and "epoch 1" in err
+    else:  # redirected: one plain line per metrics line, no bar redraws
+        records = [r for r in metrics(tmp_path) if r["kind"] == "train"]
+        assert (
+            [line.split()[1] for line in shown] == [str(r["step"]) for r in records] == ["4", "8"]
+        )
+        assert all(f"loss {r['loss']:.4g}," in line for line, r in zip(shown, records, strict=True))
+        assert "\r" not in err and "epoch 1:" not in err
+
+
 def test_max_epochs_stops_at_the_end_of_that_epoch(
     tmp_path: Path, tiny_overrides: list[str]
 ) -> None:

@@ -172,14 +172,14 @@ def _search_all(
 
 
 def _maybe_progress(batches: list[list[int]], progress: bool) -> Iterable[list[int]]:
-    """Wrap in a tqdm bar (stderr) when asked and available."""
+    """Wrap in a tqdm bar (stderr) when asked and available, on a terminal only."""
     if not progress:
         return batches
     try:
         from tqdm import tqdm
     except ImportError:
         return batches
-    return tqdm(batches, desc="translate", unit="batch")
+    return tqdm(batches, desc="translate", unit="batch", disable=None)  # None: off unless a tty
 
 
 def iter_translate(

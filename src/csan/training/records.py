@@ -18,7 +18,7 @@ from csan.training.data import TrainingData
 from csan.training.distributed import DistInfo
 from csan.training.progress import Progress
 
-__all__ = ["LossWindow", "MetricsLog", "TrainResult", "run_header", "write_results"]
+__all__ = ["LossWindow", "MetricsLog", "TrainResult", "run_header", "train_line", "write_results"]
 
 
 @dataclass
@@ -226,3 +226,18 @@ class LossWindow:
             "tokens_per_s": round(self.tokens_per_s(), 1),
             "train_seconds": round(progress.train_seconds, 1),
         }
+
+
+def train_line(record: dict[str, Any], *, eta: str = "-") -> str:
+    """A ``train`` record of ``metrics.jsonl`` as the plain line a log gets instead of a bar.
+
+    Example:
+        >>> train_line({"kind": "train", "step": 300, "epoch": 2.344, "loss": 5.1234, "nll": 3.2101,
+        ...             "lr": 0.000421, "tokens_per_s": 1757.4, "train_seconds": 612.0}, eta="32m05s")
+        'step 300 epoch 2.34 train: loss 5.123, nll 3.21, lr 4.21e-04, 1,757 tok/s, eta 32m05s'
+    """
+    return (
+        f"step {record['step']} epoch {record['epoch']:.2f} train: loss {record['loss']:.4g}, "
+        f"nll {record['nll']:.4g}, lr {record['lr']:.2e}, {record['tokens_per_s']:,.0f} tok/s"
+        + (f", eta {eta}" if eta != "-" else "")
+    )

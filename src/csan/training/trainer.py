@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -43,6 +44,7 @@ from csan.machine import (
     pick_device,
 )
 from csan.models import build_model
+from csan.textio import on_terminal
 from csan.training.data import TrainingData, load_training_data
 from csan.training.distributed import DistInfo, barrier, init_distributed, shutdown
 from csan.training.final_model import score_tests, write_final_model
@@ -57,7 +59,14 @@ from csan.training.prepare import (
     seed_everything,
 )
 from csan.training.progress import Progress
-from csan.training.records import LossWindow, MetricsLog, TrainResult, run_header, write_results
+from csan.training.records import (
+    LossWindow,
+    MetricsLog,
+    TrainResult,
+    run_header,
+    train_line,
+    write_results,
+)
 from csan.training.run_dir import RunCheckpoints, tidy_after_crash
 from csan.training.safety import RunLock, StopRequest, agree_to_stop
 from csan.training.schedule import Budget
@@ -100,7 +109,10 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.out = Path(out_dir)
-        self.show_bar = progress
+        # a bar on a terminal; redirected to a file, a plain line every train.log_every steps instead
+        # (fairseq's tqdm/simple choice), so a log holds lines and not thousands of bar redraws
+        self.show_bar = progress and on_terminal(sys.stderr)
+        self.log_lines = progress and not self.show_bar
         tc = cfg.train
         # config mistakes and a folder that is not ours surface before anything is written or read
         check_before_work(cfg, self.out, force=force)
@@ -342,11 +354,12 @@ class Trainer:
                         eta=p.eta(tc.max_minutes),
                     )
                     if self.step % tc.log_every == 0:
-                        self.metrics.write(
-                            window.record(
-                                step=self.step, epoch=self.epochs_done, lr=stats["lr"], progress=p
-                            )
+                        record = window.record(
+                            step=self.step, epoch=self.epochs_done, lr=stats["lr"], progress=p
                         )
+                        self.metrics.write(record)
+                        if self.log_lines:
+                            self.say(train_line(record, eta=p.eta(tc.max_minutes)))
                         window.reset()
                     cooldown_point = self.budget.cooldown_checkpoint_due(self.step, p.wall_seconds)
                     if tc.validate_every is not None and self.step % tc.validate_every == 0:
