@@ -104,7 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train into a folder that is not a csan run (csan's own file names in it are overwritten)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (on a terminal) or train lines every train.log_every steps (redirected)",
+    )
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("translate", help="translate raw text, one line out per line in")
