@@ -20,6 +20,7 @@ Choices:
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ from csan.data.batching import cut_batches
 from csan.decoding.beam import beam_search, greedy_search
 from csan.errors import CsanError
 from csan.models.base import Seq2SeqModel
-from csan.textio import normalize
+from csan.textio import normalize, on_terminal
 
 __all__ = ["SubwordCodec", "iter_translate", "translate_lines"]
 
@@ -179,7 +180,7 @@ def _maybe_progress(batches: list[list[int]], progress: bool) -> Iterable[list[i
         from tqdm import tqdm
     except ImportError:
         return batches
-    return tqdm(batches, desc="translate", unit="batch", disable=None)  # None: off unless a tty
+    return tqdm(batches, desc="translate", unit="batch", disable=not on_terminal(sys.stderr))
 
 
 def iter_translate(

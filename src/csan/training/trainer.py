@@ -347,19 +347,21 @@ class Trainer:
                     self.bad_steps.good()
                     p.tokens_seen += int(stats["tokens"])
                     window.add(stats)
-                    bar.set_postfix(
-                        loss=f"{stats['loss']:.3f}",
-                        lr=f"{stats['lr']:.2e}",
-                        tok_s=f"{window.tokens_per_s():,.0f}",
-                        eta=p.eta(tc.max_minutes),
-                    )
+                    eta = p.eta(tc.max_minutes)
+                    if not bar.disable:  # a log without a bar formats nothing for it
+                        bar.set_postfix(
+                            loss=f"{stats['loss']:.3f}",
+                            lr=f"{stats['lr']:.2e}",
+                            tok_s=f"{window.tokens_per_s():,.0f}",
+                            eta=eta,
+                        )
                     if self.step % tc.log_every == 0:
                         record = window.record(
                             step=self.step, epoch=self.epochs_done, lr=stats["lr"], progress=p
                         )
                         self.metrics.write(record)
                         if self.log_lines:
-                            self.say(train_line(record, eta=p.eta(tc.max_minutes)))
+                            self.say(train_line(record, eta=eta))
                         window.reset()
                     cooldown_point = self.budget.cooldown_checkpoint_due(self.step, p.wall_seconds)
                     if tc.validate_every is not None and self.step % tc.validate_every == 0:
