@@ -54,12 +54,17 @@ def _check(options, *, batch=2, heads=5, time, d_h=4, dtype=torch.float64, tol=1
         )
 
 
-@pytest.fixture(params=["one-chunk", "many-chunks"])
+@pytest.fixture(params=["one-chunk", "many-chunks", "row-path"])
 def lengths(request, monkeypatch):
     """The lengths to try: all with the default chunking; those of several blocks with one block per
-    chunk (so the seams between chunks are exercised)."""
+    chunk (so the seams between chunks are exercised); and those of several blocks with the row path
+    taken at every length, one block per row chunk (without padding: the row path takes no mask)."""
     if request.param == "one-chunk":
         return LENGTHS
+    if request.param == "row-path":
+        monkeypatch.setattr(blocked, "_ROW_MIN_TIME", 1)
+        monkeypatch.setattr(blocked, "_ROW_CHUNK_ROWS", 1)
+        return [t for t in LENGTHS if t > 16] + [300]
     monkeypatch.setattr(blocked, "_CHUNK_ROWS", 1)
     return [t for t in LENGTHS if t > 16]
 
@@ -81,6 +86,42 @@ def test_float32_to_1e5(causal, head_window, head_boundary):
     options = dict(window=11, head_window=head_window, causal=causal, head_boundary=head_boundary)
     mask = _padding("right", 2, 300)
     _check(options, batch=2, heads=8, time=300, d_h=64, dtype=torch.float32, tol=1e-5, mask=mask)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["symmetric", "causal"])
+@pytest.mark.parametrize(("head_window", "head_boundary"), [(1, "wrap"), (3, "wrap"), (3, "clip")])
+def test_long_inputs_take_the_row_path_and_match_the_tiles(
+    monkeypatch, causal, head_window, head_boundary
+):
+    """At the default thresholds a long sequence takes the row path (views of q, k, v) for its inner
+    blocks; as the head split gives the inputs (transposed views) and with the expanded gradient of
+    ``.sum()``, it returns what the tiles alone return."""
+    taken = []
+    forward = blocked._Rows.forward
+    monkeypatch.setattr(
+        blocked._Rows, "forward", lambda self, *a, **kw: taken.append(1) or forward(self, *a, **kw)
+    )
+    time = blocked._ROW_MIN_TIME + 37
+    x = torch.randn(
+        2, time, 3 * 4 * 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5)
+    )
+    options = dict(window=11, head_window=head_window, causal=causal, head_boundary=head_boundary)
+
+    def run():
+        leaf = x.clone().requires_grad_()
+        q, k, v = (t.view(2, time, 4, 8).transpose(1, 2) for t in leaf.chunk(3, dim=-1))
+        out = blocked_local_attention(q, k, v, **options)
+        out.sum().backward()
+        return out, leaf.grad
+
+    out, grad = run()
+    assert taken, "the row path was not taken"
+    monkeypatch.setattr(blocked, "_ROW_MIN_TIME", time + 1)
+    taken.clear()
+    want_out, want_grad = run()
+    assert not taken
+    torch.testing.assert_close(out, want_out, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(grad, want_grad, atol=1e-12, rtol=1e-12)
 
 
 def test_fully_masked_rows_are_zero_with_finite_gradients():

@@ -19,6 +19,12 @@ products take a slow path, so each chunk makes its gradient rows dense first (a 
 full-size copy). The band masks of a shape are cached (:func:`_band_blocked`), so a repeated call builds
 none.
 
+For long sequences (CPU, no padding, no dropout) the *row path* (:class:`_Rows`) takes the blocks whose
+keys lie inside the sequence: one (batch, head) row at a time, the queries, keys and values of a run of
+blocks are strided views of q, k and v (block ``c`` reads key rows ``[c*B - left, c*B - left + S)``),
+so nothing is gathered or copied and a chunk needs less memory per query row, hence larger chunks and
+fewer operations; the first and last blocks of each row still go through the tiles.
+
 Compared with a "band" of (T, N*M) logits, the tiles waste ``S/M`` of the arithmetic but run as a few
 large matrix products. Forward + backward at T=4096, 8 heads of 64, M=11, one CPU thread: band by
 ``unfold`` + einsum 287 ms, band by M shifted products 113 ms, tiles 39 ms; so tiles it is.
@@ -41,6 +47,16 @@ __all__ = ["block_size", "blocked_local_attention"]
 # (1.9 MiB; 4.2 MiB with N=3). 1024 rows ran as fast as 4096 at 1 x 8 x 4096 (2-core Zen 5, 2 threads)
 # with a quarter of the workspace; 512 was 30% slower (more, smaller operations).
 _CHUNK_ROWS = 1024
+# The row path (CPU, no padding, no dropout): the *inner* blocks of a (batch, head) row, those whose keys
+# all lie inside the sequence, read q, k and v through strided views (block c's keys are rows
+# [c*B - left, c*B - left + S) of that head's (time, d_h) matrix), so they gather and copy nothing and a
+# chunk holds about 1 KiB per query row instead of 1.9; the first and last blocks of each row still go
+# through the tiles. Query rows per row-path chunk (2.2 MiB of workspace at d_h=64, N=1; 1,024 rows
+# were 1.17x slower at 1 x 8 x 4096 on a 2-core Zen 3), and the shortest sequence that takes the row
+# path: rows shorter than two chunks make as many chunks as the tiles and gained nothing there
+# (0.96-1.11x at 4 x 1024, 16 x 1024 and 2 x 2048), against 1.3-1.4x at 1 x 4096.
+_ROW_CHUNK_ROWS = 1536
+_ROW_MIN_TIME = 3072
 
 
 def block_size(time: int, window: int) -> int:
@@ -69,6 +85,11 @@ class _Plan:
     scale: float
     dropout_p: float
     seed: int
+    rows: tuple[int, int] = (
+        0,
+        0,
+    )  # blocks [lo, hi) of every row taken by the row path (none: (0, 0))
+    sources: tuple[tuple[int, ...], ...] = ()  # row path: the heads each head reads, in slot order
 
     @property
     def span(self) -> int:
@@ -76,12 +97,14 @@ class _Plan:
         return self.block + self.halo_left + self.halo_right
 
     def chunks(self) -> list[tuple[int, int]]:
-        """(first query position, number of blocks) of every chunk."""
-        step = self.block * self.chunk_blocks
+        """(first query position, number of blocks) of every tile chunk (the blocks outside ``rows``)."""
         nblocks = -(-self.time // self.block)
+        lo, hi = self.rows
+        ranges = [(0, lo), (hi, nblocks)] if hi > lo else [(0, nblocks)]
         return [
-            (t0, min(self.chunk_blocks, nblocks - t0 // self.block))
-            for t0 in range(0, self.time, step)
+            (c * self.block, min(self.chunk_blocks, end - c))
+            for start, end in ranges
+            for c in range(start, end, self.chunk_blocks)
         ]
 
 
@@ -130,6 +153,13 @@ def blocked_local_attention(
         return q * 0 + (k.sum() + v.sum()) * 0  # empty, but attached to the graph
     left, right = (window - 1, 0) if causal else (window // 2, window // 2)
     block = block_size(time, window)
+    use_rows = (
+        q.device.type == "cpu"
+        and key_padding_mask is None
+        and dropout_p == 0
+        and time >= _ROW_MIN_TIME
+        and all(x.stride(-1) == 1 for x in (q, k, v))
+    )
     plan = _Plan(
         time=time,
         left=left,
@@ -141,6 +171,8 @@ def blocked_local_attention(
         scale=d_h**-0.5,
         dropout_p=float(dropout_p),
         seed=int(torch.randint(2**62, (), device="cpu")) if dropout_p > 0 else 0,
+        rows=_inner_blocks(time, left, right, block) if use_rows else (0, 0),
+        sources=_sources(heads, head_window, head_boundary) if use_rows else (),
     )
     index, exists = masks.head_neighbours(heads, head_window, head_boundary, q.device)
     if head_window == 1:
@@ -160,6 +192,8 @@ class _BlockedAttention(torch.autograd.Function):
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.forward(q, k, v, out=out, lse=lse)
+        if plan.rows[1] > plan.rows[0]:
+            _Rows(q, plan).forward(q, k, v, out=out, lse=lse)
         ctx.save_for_backward(q, k, v, out, lse, key_padding_mask, index, exists)
         ctx.plan = plan
         return out
@@ -176,6 +210,8 @@ class _BlockedAttention(torch.autograd.Function):
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
+        if plan.rows[1] > plan.rows[0]:
+            _Rows(q, plan).backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
         return dq, dk, dv, None, None, None, None
 
 
@@ -374,3 +410,152 @@ class _Tiles:
         self.put(dq, torch.bmm(dlogits, keys).mul_(self.plan.scale))
         del keys
         self.add_keys(dk, torch.bmm(dlogits.transpose(1, 2), qs))
+
+
+# -- the row path ----------------------------------------------------------------------------------
+def _inner_blocks(time: int, left: int, right: int, block: int) -> tuple[int, int]:
+    """Blocks ``[lo, hi)`` whose keys ``[c*B - left, c*B - left + S)`` all lie inside the sequence;
+    (0, 0) if none.
+
+    Example:
+        >>> _inner_blocks(4096, 5, 5, 16), _inner_blocks(20, 5, 5, 16)
+        ((1, 255), (0, 0))
+    """
+    span = block + left + right
+    lo, hi = -(-left // block), (time + left - span) // block + 1
+    return (lo, hi) if hi > lo else (0, 0)
+
+
+def _sources(heads: int, head_window: int, head_boundary: str) -> tuple[tuple[int, ...], ...]:
+    """For each head, the heads its existing slots read, in slot order (SPEC's head neighbours).
+
+    Example:
+        >>> _sources(4, 3, "wrap")[0], _sources(4, 3, "clip")[0], _sources(4, 1, "wrap")[2]
+        ((3, 0, 1), (0, 1), (2,))
+    """
+    n = head_window // 2
+    rows = []
+    for h in range(heads):
+        raw = range(h - n, h + n + 1)
+        rows.append(
+            tuple(r % heads for r in raw)
+            if head_boundary == "wrap"
+            else tuple(r for r in raw if 0 <= r < heads)
+        )
+    return tuple(rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_bias(
+    block: int, span: int, left: int, right: int, device: torch.device, dtype: torch.dtype
+) -> Tensor:
+    """(B, S) additive band mask of an inner block: slot ``r`` of query ``a`` is key offset
+    ``r - left - a``; 0 inside ``[-left, right]``, -inf outside (cached; shared, read only)."""
+    offset = (
+        torch.arange(span, device=device)[None, :]
+        - left
+        - torch.arange(block, device=device)[:, None]
+    )
+    outside = (offset < -left) | (offset > right)
+    return torch.zeros(block, span, device=device, dtype=dtype).masked_fill_(outside, float("-inf"))
+
+
+def _windows(x: Tensor, first: int, count: int, span: int, block: int) -> Tensor:
+    """(count, span, D) overlapping view of the (time, D) matrix ``x``: window ``c`` is its rows
+    ``[first + c*block, first + c*block + span)`` (all inside ``x``)."""
+    step, col = x.stride()
+    return x.as_strided(
+        (count, span, x.size(1)), (block * step, step, col), x.storage_offset() + first * step
+    )
+
+
+class _Rows:
+    """The inner blocks ``plan.rows`` of every (batch, head) row, in chunks of consecutive blocks.
+
+    A chunk of ``n`` blocks from block ``c0`` of head ``h``: queries (n, B, D) and, for each head
+    ``s`` that ``h`` reads, keys and values (n, S, D) are views; logits (slots, n, B, S), one softmax
+    over (slots, S). The overlapping windows' key and value gradients are added in ``ceil(S/B)``
+    in-place adds, each into a non-overlapping strided view.
+    """
+
+    def __init__(self, q: Tensor, plan: _Plan):
+        self.plan = plan
+        self.bias = _row_bias(plan.block, plan.span, plan.left, plan.right, q.device, q.dtype)
+        self.per = max(1, _ROW_CHUNK_ROWS // plan.block)
+
+    def chunks(self):
+        """(rows of the chunk's queries, first key row, blocks) of every chunk of a row."""
+        b, lo, hi = self.plan.block, *self.plan.rows
+        for c0 in range(lo, hi, self.per):
+            n = min(self.per, hi - c0)
+            yield slice(c0 * b, (c0 + n) * b), c0 * b - self.plan.left, n
+
+    def _logits(self, qv: Tensor, keys: list[Tensor]) -> Tensor:
+        """Scaled, band-masked logits (slots, n, B, S) of queries (n, B, D) against each slot's keys."""
+        logits = qv.new_empty(len(keys), *qv.shape[:2], self.plan.span)
+        for slot, kv in enumerate(keys):
+            torch.baddbmm(
+                self.bias, qv, kv.transpose(1, 2), alpha=self.plan.scale, out=logits[slot]
+            )
+        return logits
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, *, out: Tensor, lse: Tensor) -> None:
+        b, s = self.plan.block, self.plan.span
+        for bi in range(q.size(0)):
+            for hi, heads in enumerate(self.plan.sources):
+                q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
+                for rows, first, n in self.chunks():
+                    qv = q_row[rows].unflatten(0, (n, b))
+                    keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
+                    logits = self._logits(qv, keys)
+                    top = logits.amax(dim=(0, 3), keepdim=True)
+                    weights = logits.sub_(top).exp_()
+                    total = weights.sum(dim=(0, 3), keepdim=True)[0]  # (n, B, 1), >= 1
+                    o = out_row[rows].unflatten(0, (n, b))
+                    for slot, h in enumerate(heads):
+                        values = _windows(v[bi, h], first, n, s, b)
+                        if slot == 0:
+                            torch.bmm(weights[0], values, out=o)
+                        else:
+                            o.baddbmm_(weights[slot], values)
+                    o.div_(total)
+                    lse_row[rows] = total.log_().add_(top[0]).view(-1)
+
+    def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
+        b, s, scale = self.plan.block, self.plan.span, self.plan.scale
+        parts = [(p * b, min(b, s - p * b)) for p in range(-(-s // b))]
+        for bi in range(q.size(0)):
+            for hi, heads in enumerate(self.plan.sources):
+                q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
+                g_row, dq_row = grad_out[bi, hi], dq[bi, hi]
+                for rows, first, n in self.chunks():
+                    qv = q_row[rows].unflatten(0, (n, b))
+                    keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
+                    weights = self._logits(qv, keys)
+                    weights.sub_(lse_row[rows].view(1, n, b, 1)).exp_()
+                    g = g_row[rows].unflatten(0, (n, b)).contiguous()  # dense even if expanded
+                    delta = (g * out_row[rows].unflatten(0, (n, b))).sum(-1, keepdim=True)
+                    dweights = torch.empty_like(weights)
+                    for slot, h in enumerate(heads):
+                        values = _windows(v[bi, h], first, n, s, b)
+                        torch.bmm(g, values.transpose(1, 2), out=dweights[slot])
+                        grads = torch.bmm(weights[slot].transpose(1, 2), g)  # (n, S, D)
+                        for start, width in parts:
+                            _windows(dv[bi, h], first + start, n, width, b).add_(
+                                grads[:, start : start + width]
+                            )
+                    del g, grads
+                    dlogits = dweights.sub_(delta).mul_(weights)
+                    del weights
+                    dqv = dq_row[rows].unflatten(0, (n, b))
+                    for slot, (h, kv) in enumerate(zip(heads, keys)):
+                        if slot == 0:
+                            torch.bmm(dlogits[0], kv, out=dqv)
+                        else:
+                            dqv.baddbmm_(dlogits[slot], kv)
+                        grads = torch.bmm(dlogits[slot].transpose(1, 2), qv)  # (n, S, D)
+                        for start, width in parts:
+                            _windows(dk[bi, h], first + start, n, width, b).add_(
+                                grads[:, start : start + width], alpha=scale
+                            )
+                    dqv.mul_(scale)
