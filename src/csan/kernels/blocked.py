@@ -50,7 +50,7 @@ _CHUNK_ROWS = 1024
 # The row path (CPU, no padding, no dropout): the *inner* blocks of a (batch, head) row, those whose keys
 # all lie inside the sequence, read q, k and v through strided views (block c's keys are rows
 # [c*B - left, c*B - left + S) of that head's (time, d_h) matrix), so they gather and copy nothing and a
-# chunk holds about 1 KiB per query row instead of 1.9; the first and last blocks of each row still go
+# chunk holds about 1.5 KiB per query row instead of 1.9; the first and last blocks of each row still go
 # through the tiles. Query rows per row-path chunk (2.2 MiB of workspace at d_h=64, N=1; 1,024 rows
 # were 1.17x slower at 1 x 8 x 4096 on a 2-core Zen 3), and the shortest sequence that takes the row
 # path: rows shorter than two chunks make as many chunks as the tiles and gained nothing there
@@ -85,11 +85,9 @@ class _Plan:
     scale: float
     dropout_p: float
     seed: int
-    rows: tuple[int, int] = (
-        0,
-        0,
-    )  # blocks [lo, hi) of every row taken by the row path (none: (0, 0))
-    sources: tuple[tuple[int, ...], ...] = ()  # row path: the heads each head reads, in slot order
+    # the row path: blocks [lo, hi) of every row it takes ((0, 0): none), and the heads each head reads
+    rows: tuple[int, int] = (0, 0)
+    sources: tuple[tuple[int, ...], ...] = ()
 
     @property
     def span(self) -> int:
