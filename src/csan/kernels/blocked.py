@@ -151,6 +151,7 @@ def blocked_local_attention(
         return q * 0 + (k.sum() + v.sum()) * 0  # empty, but attached to the graph
     left, right = (window - 1, 0) if causal else (window // 2, window // 2)
     block = block_size(time, window)
+    index, exists = masks.head_neighbours(heads, head_window, head_boundary, q.device)
     use_rows = (
         q.device.type == "cpu"
         and key_padding_mask is None
@@ -170,9 +171,8 @@ def blocked_local_attention(
         dropout_p=float(dropout_p),
         seed=int(torch.randint(2**62, (), device="cpu")) if dropout_p > 0 else 0,
         rows=_inner_blocks(time, left, right, block) if use_rows else (0, 0),
-        sources=_sources(heads, head_window, head_boundary) if use_rows else (),
+        sources=_sources(index, exists) if use_rows else (),
     )
-    index, exists = masks.head_neighbours(heads, head_window, head_boundary, q.device)
     if head_window == 1:
         index = None  # every head reads itself only
     if masks.all_heads_exist(head_window, head_boundary):
@@ -424,38 +424,29 @@ def _inner_blocks(time: int, left: int, right: int, block: int) -> tuple[int, in
     return (lo, hi) if hi > lo else (0, 0)
 
 
-def _sources(heads: int, head_window: int, head_boundary: str) -> tuple[tuple[int, ...], ...]:
-    """For each head, the heads its existing slots read, in slot order (SPEC's head neighbours).
+def _sources(index: Tensor, exists: Tensor) -> tuple[tuple[int, ...], ...]:
+    """For each head, the heads its existing slots read, in slot order, from
+    :func:`csan.kernels.masks.head_neighbours` (CPU tensors: the row path is CPU only).
 
     Example:
-        >>> _sources(4, 3, "wrap")[0], _sources(4, 3, "clip")[0], _sources(4, 1, "wrap")[2]
-        ((3, 0, 1), (0, 1), (2,))
+        >>> index, exists = masks.head_neighbours(4, 3, "clip", torch.device("cpu"))
+        >>> _sources(index, exists)[0], _sources(*masks.head_neighbours(4, 3, "wrap", "cpu"))[0]
+        ((0, 1), (3, 0, 1))
     """
-    n = head_window // 2
-    rows = []
-    for h in range(heads):
-        raw = range(h - n, h + n + 1)
-        rows.append(
-            tuple(r % heads for r in raw)
-            if head_boundary == "wrap"
-            else tuple(r for r in raw if 0 <= r < heads)
-        )
-    return tuple(rows)
+    return tuple(
+        tuple(h for h, e in zip(heads, there) if e)
+        for heads, there in zip(index.tolist(), exists.tolist())
+    )
 
 
 @functools.lru_cache(maxsize=64)
 def _row_bias(
     block: int, span: int, left: int, right: int, device: torch.device, dtype: torch.dtype
 ) -> Tensor:
-    """(B, S) additive band mask of an inner block: slot ``r`` of query ``a`` is key offset
-    ``r - left - a``; 0 inside ``[-left, right]``, -inf outside (cached; shared, read only)."""
-    offset = (
-        torch.arange(span, device=device)[None, :]
-        - left
-        - torch.arange(block, device=device)[:, None]
-    )
-    outside = (offset < -left) | (offset > right)
-    return torch.zeros(block, span, device=device, dtype=dtype).masked_fill_(outside, float("-inf"))
+    """(B, S) additive band mask of an inner block (0 where allowed, -inf elsewhere): the blocked
+    slots of :func:`_band_slots` for one block whose keys all lie inside the sequence (cached)."""
+    blocked = _band_slots(span, left, 1, block, span, left, right, left, device).view(block, span)
+    return torch.zeros(block, span, device=device, dtype=dtype).masked_fill_(blocked, float("-inf"))
 
 
 def _windows(x: Tensor, first: int, count: int, span: int, block: int) -> Tensor:
