@@ -157,6 +157,20 @@ def test_fused_loss_gradcheck_in_float64() -> None:
     )
 
 
+def test_fused_loss_is_exact_where_the_target_probability_underflows() -> None:
+    """A reference token 200 nats below the best: its probability is 0 in float32, the loss is not."""
+    logits = torch.zeros(3, 50)
+    logits[:, 7] = 200.0
+    target = torch.tensor([1, 7, 30])
+    loss, nll = label_smoothed_nll(logits.clone().requires_grad_(), target, epsilon=0.1)
+    want = torch.nn.functional.cross_entropy(
+        logits.double(), target, label_smoothing=0.1, reduction="sum"
+    )
+    assert torch.isfinite(loss) and torch.isfinite(nll)
+    assert loss.item() == pytest.approx(want.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(400.0, rel=1e-6)  # two rows 200 nats off, one exact
+
+
 def simulate_budget(step_seconds: float, minutes: float = 60.0) -> list[tuple[float, float]]:
     """(progress, lr) of every step of a run that takes ``step_seconds`` a step for ``minutes``."""
     rate = budget_schedule(lr=1e-3, warmup_fraction=0.25, cooldown_fraction=0.2)
