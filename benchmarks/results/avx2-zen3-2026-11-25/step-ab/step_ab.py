@@ -68,9 +68,9 @@ def main() -> None:
     ratios = [o / n for o, n in zip(times["old"], times["new"], strict=True)]
     machine = machine_info("cpu")
     lines = [
-        f"# Training step A/B in one process: old (56147fc) and new loss and dropout\n",
+        "# Training step A/B in one process: old (56147fc) and new loss and dropout\n",
         f"`multi30k-small`, one thread, {args.rounds} rounds (the same batch for both in a round), "
-        f"torch {torch.__version__}; machine: {machine.get('cpu')}, capability "
+        f"torch {torch.__version__}; machine: {machine.get('cpu')} ({machine.get('cpu_core')}), capability "
         f"{machine.get('capability')}, native bf16 {machine.get('native_bf16')}.\n",
         "| variant | median step (ms) | mean step (ms) |",
         "|---|---:|---:|",
