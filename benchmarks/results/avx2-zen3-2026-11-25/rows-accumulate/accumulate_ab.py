@@ -3,7 +3,13 @@
 ``baddbmm`` (each part accumulated by ``baddbmm_`` straight into its strided view), at the chunk
 sizes given, against one masked SDPA call.
 
-    python accumulate_ab.py OLD_SRC [--chunks 1536,2048,3072] [--n 1,3]   (from the repository root)
+    git apply benchmarks/results/avx2-zen3-2026-11-25/rows-accumulate/baddbmm.patch
+    python benchmarks/results/avx2-zen3-2026-11-25/rows-accumulate/accumulate_ab.py OLD_SRC \
+        [--chunks 1536,2048,3072] [--n 1,3]
+
+``baddbmm`` is the working tree's ``_Rows.backward`` (so the patch must be applied: the change was
+rejected and is not in the tree), ``add`` that of the checkout whose ``src`` is ``OLD_SRC``.
+Output of 2026-11-25 (Zen 3, 2 threads): ``accumulate-ab.txt``.
 """
 
 import importlib.util
