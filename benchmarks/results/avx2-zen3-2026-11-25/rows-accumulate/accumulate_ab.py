@@ -59,13 +59,15 @@ print(
     f"torch {torch.__version__}, capability {torch.backends.cpu.get_cpu_capability()}, "
     f"threads {torch.get_num_threads()}; median of 7 after 2 warm-up rounds, interleaved"
 )
-print("| batch x time | N | backward | chunk rows | ms | sdpa ms | sdpa/this time | ws MiB | sdpa ws MiB | sdpa/this ws |")
+print(
+    "| batch x time | N | backward | chunk rows | ms | sdpa ms | sdpa/this time | ws MiB | sdpa ws MiB | sdpa/this ws |"
+)
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for n in ns:
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn((1, 8, 4096, 64), generator=gen).requires_grad_() for _ in range(3))
     base = pa.train_step(
-        lambda n=n: local_attention(q, k, v, window=11, head_window=n), (q, k, v)
+        lambda n=n, q=q, k=k, v=v: local_attention(q, k, v, window=11, head_window=n), (q, k, v)
     )
     fns = {"sdpa": pa.train_step(pa.sdpa_call(q, k, v, n), (q, k, v))}
     for c in chunks:
