@@ -50,8 +50,8 @@ _CHUNK_ROWS = 1024
 # The row path (CPU, no padding, no dropout): the *inner* blocks of a (batch, head) row, those whose keys
 # all lie inside the sequence, read q, k and v through strided views (block c's keys are rows
 # [c*B - left, c*B - left + S) of that head's (time, d_h) matrix), so they gather and copy nothing and a
-# chunk holds about 1.5 KiB per query row instead of 1.9; the first and last blocks of each row still go
-# through the tiles. Query rows per row-path chunk (2.2 MiB of workspace at d_h=64, N=1; 1,024 rows
+# chunk holds about 0.9 KiB per query row instead of 1.9; the first and last blocks of each row still go
+# through the tiles. Query rows per row-path chunk (1.3 MiB of workspace at d_h=64, N=1; 1,024 rows
 # were 1.17x slower at 1 x 8 x 4096 on a 2-core Zen 3), and the shortest sequence that takes the row
 # path: rows shorter than two chunks make as many chunks as the tiles and gained nothing there
 # (0.96-1.11x at 4 x 1024, 16 x 1024 and 2 x 2048), against 1.3-1.4x at 1 x 4096.
@@ -464,7 +464,8 @@ class _Rows:
     A chunk of ``n`` blocks from block ``c0`` of head ``h``: queries (n, B, D) and, for each head
     ``s`` that ``h`` reads, keys and values (n, S, D) are views; logits (slots, n, B, S), one softmax
     over (slots, S). The overlapping windows' key and value gradients are added in ``ceil(S/B)``
-    in-place adds, each into a non-overlapping strided view.
+    parts, each a product of at most B key rows added into a non-overlapping strided view (one
+    (n, S, D) product and slices of it held a third more memory and were no faster).
     """
 
     def __init__(self, q: Tensor, plan: _Plan):
@@ -528,12 +529,12 @@ class _Rows:
                     for slot, h in enumerate(heads):
                         values = _windows(v[bi, h], first, n, s, b)
                         torch.bmm(g, values.transpose(1, 2), out=dweights[slot])
-                        grads = torch.bmm(weights[slot].transpose(1, 2), g)  # (n, S, D)
-                        for start, width in parts:
+                        wt = weights[slot].transpose(1, 2)  # (n, S, B)
+                        for start, width in parts:  # (n, width, D) at a time, width <= B
                             _windows(dv[bi, h], first + start, n, width, b).add_(
-                                grads[:, start : start + width]
+                                torch.bmm(wt[:, start : start + width], g)
                             )
-                    del g, grads
+                    del g
                     dlogits = dweights.sub_(delta).mul_(weights)
                     del weights
                     dqv = dq_row[rows].unflatten(0, (n, b))
@@ -542,9 +543,9 @@ class _Rows:
                             torch.bmm(dlogits[0], kv, out=dqv)
                         else:
                             dqv.baddbmm_(dlogits[slot], kv)
-                        grads = torch.bmm(dlogits[slot].transpose(1, 2), qv)  # (n, S, D)
+                        dt = dlogits[slot].transpose(1, 2)  # (n, S, B)
                         for start, width in parts:
                             _windows(dk[bi, h], first + start, n, width, b).add_(
-                                grads[:, start : start + width], alpha=scale
+                                torch.bmm(dt[:, start : start + width], qv), alpha=scale
                             )
                     dqv.mul_(scale)
