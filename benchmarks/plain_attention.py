@@ -92,6 +92,26 @@ def peak_mib(fn) -> float:
     return peak / MIB
 
 
+def interleaved_medians(fns: dict, *, repeats: int, warmup: int) -> dict:
+    """Median milliseconds of each call: ``warmup`` rounds, then ``repeats`` rounds that call every
+    function once, in an order reversed every other round."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict = {name: [] for name in fns}
+    for r in range(repeats):
+        for name in list(fns)[:: 1 if r % 2 == 0 else -1]:
+            start = time.perf_counter()
+            fns[name]()
+            times[name].append(1e3 * (time.perf_counter() - start))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def workspace_mib(peak: float, q) -> float:
+    """The peak (MiB) less the output and the three gradients, which every backend must return."""
+    return max(peak - 4 * q.numel() * q.element_size() / MIB, 0.0)
+
+
 def measure(batch: int, t: int, head_window: int, *, repeats: int, warmup: int) -> dict:
     gen = torch.Generator().manual_seed(0)
     shape = (batch, HEADS, t, HEAD_DIM)
@@ -100,21 +120,12 @@ def measure(batch: int, t: int, head_window: int, *, repeats: int, warmup: int) 
         "csan": train_step(csan_call(q, k, v, head_window), (q, k, v)),
         "sdpa": train_step(sdpa_call(q, k, v, head_window), (q, k, v)),
     }
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for r in range(repeats):
-        for name in list(fns)[:: 1 if r % 2 == 0 else -1]:
-            start = time.perf_counter()
-            fns[name]()
-            times[name].append(1e3 * (time.perf_counter() - start))
+    medians = interleaved_medians(fns, repeats=repeats, warmup=warmup)
     row = {"batch": batch, "time": t, "head_window": head_window}
     for name, fn in fns.items():
-        row[f"{name}_ms"] = statistics.median(times[name])
+        row[f"{name}_ms"] = medians[name]
         row[f"{name}_peak_mib"] = peak_mib(fn)
-        # workspace: the peak less the output and the three gradients, which both must return
-        row[f"{name}_workspace_mib"] = max(row[f"{name}_peak_mib"] - 4 * q.numel() * 4 / MIB, 0.0)
+        row[f"{name}_workspace_mib"] = workspace_mib(row[f"{name}_peak_mib"], q)
     row["speedup"] = row["sdpa_ms"] / row["csan_ms"]
     row["workspace_ratio"] = row["sdpa_workspace_mib"] / max(row["csan_workspace_mib"], 1e-9)
     return row

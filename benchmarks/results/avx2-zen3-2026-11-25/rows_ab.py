@@ -1,9 +1,7 @@
 """Row path A/B in one process, plain-script harness (benchmarks/plain_attention.py): the blocked
 kernel with its row path (new) and without it (the tiles only, as before), against one masked SDPA."""
 
-import statistics
 import sys
-import time
 
 import torch
 
@@ -67,17 +65,8 @@ for batch, t, n in cases:
     }
     for c in chunk_sizes:
         fns[f"rows{c or ''}"] = with_rows(True, c)(base)
-    for _ in range(2):
-        for f in fns.values():
-            f()
-    times = {name: [] for name in fns}
-    for r in range(7):
-        for name in list(fns)[:: 1 if r % 2 == 0 else -1]:
-            s = time.perf_counter()
-            fns[name]()
-            times[name].append(1e3 * (time.perf_counter() - s))
-    med = {name: statistics.median(ts) for name, ts in times.items()}
-    ws = {name: max(pa.peak_mib(f) - 4 * q.numel() * 4 / pa.MIB, 0.0) for name, f in fns.items()}
+    med = pa.interleaved_medians(fns, repeats=7, warmup=2)
+    ws = {name: pa.workspace_mib(pa.peak_mib(f), q) for name, f in fns.items()}
     for name in fns:
         if not name.startswith("rows"):
             continue

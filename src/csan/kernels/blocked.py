@@ -95,11 +95,16 @@ class _Plan:
         """S: key positions per block."""
         return self.block + self.halo_left + self.halo_right
 
+    @property
+    def has_rows(self) -> bool:
+        """Whether the row path takes any blocks."""
+        return self.rows[1] > self.rows[0]
+
     def chunks(self) -> list[tuple[int, int]]:
         """(first query position, number of blocks) of every tile chunk (the blocks outside ``rows``)."""
         nblocks = -(-self.time // self.block)
         lo, hi = self.rows
-        ranges = [(0, lo), (hi, nblocks)] if hi > lo else [(0, nblocks)]
+        ranges = [(0, lo), (hi, nblocks)] if self.has_rows else [(0, nblocks)]
         return [
             (c * self.block, min(self.chunk_blocks, end - c))
             for start, end in ranges
@@ -191,7 +196,7 @@ class _BlockedAttention(torch.autograd.Function):
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.forward(q, k, v, out=out, lse=lse)
-        if plan.rows[1] > plan.rows[0]:
+        if plan.has_rows:
             _Rows(q, plan).forward(q, k, v, out=out, lse=lse)
         ctx.save_for_backward(q, k, v, out, lse, key_padding_mask, index, exists)
         ctx.plan = plan
@@ -209,7 +214,7 @@ class _BlockedAttention(torch.autograd.Function):
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
-        if plan.rows[1] > plan.rows[0]:
+        if plan.has_rows:
             _Rows(q, plan).backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
         return dq, dk, dv, None, None, None, None
 
@@ -464,9 +469,8 @@ class _Rows:
 
     A chunk of ``n`` blocks from block ``c0`` of head ``h``: queries (n, B, D) and, for each head
     ``s`` that ``h`` reads, keys and values (n, S, D) are views; logits (slots, n, B, S), one softmax
-    over (slots, S). The overlapping windows' key and value gradients are added in ``ceil(S/B)``
-    parts, each a product of at most B key rows added into a non-overlapping strided view (one
-    (n, S, D) product and slices of it held a third more memory and were no faster).
+    over (slots, S). The overlapping windows' key and value gradients go in by
+    :meth:`_add_to_windows`.
     """
 
     def __init__(self, q: Tensor, plan: _Plan):
@@ -490,6 +494,29 @@ class _Rows:
             )
         return logits
 
+    @staticmethod
+    def _sum_over_slots(out: Tensor, weights: Tensor, mats: list[Tensor]) -> None:
+        """``out = sum_slot weights[slot] @ mats[slot]``, written into ``out`` (a view)."""
+        for slot, mat in enumerate(mats):
+            if slot == 0:
+                torch.bmm(weights[0], mat, out=out)
+            else:
+                out.baddbmm_(weights[slot], mat)
+
+    def _add_to_windows(
+        self, grad: Tensor, first: int, n: int, lhs: Tensor, rhs: Tensor, alpha: float = 1.0
+    ) -> None:
+        """Add ``lhs @ rhs`` ((n, S, B) @ (n, B, D)) into the overlapping (n, S, D) windows of the
+        (time, D) matrix ``grad`` from row ``first``: ``ceil(S/B)`` parts of at most B key rows, each
+        its own product added into a non-overlapping strided view (one (n, S, D) product sliced into
+        the parts held a third more memory and was no faster)."""
+        b, s = self.plan.block, self.plan.span
+        for start in range(0, s, b):
+            width = min(b, s - start)
+            _windows(grad, first + start, n, width, b).add_(
+                torch.bmm(lhs[:, start : start + width], rhs), alpha=alpha
+            )
+
     def forward(self, q: Tensor, k: Tensor, v: Tensor, *, out: Tensor, lse: Tensor) -> None:
         b, s = self.plan.block, self.plan.span
         for bi in range(q.size(0)):
@@ -503,18 +530,13 @@ class _Rows:
                     weights = logits.sub_(top).exp_()
                     total = weights.sum(dim=(0, 3), keepdim=True)[0]  # (n, B, 1), >= 1
                     o = out_row[rows].unflatten(0, (n, b))
-                    for slot, h in enumerate(heads):
-                        values = _windows(v[bi, h], first, n, s, b)
-                        if slot == 0:
-                            torch.bmm(weights[0], values, out=o)
-                        else:
-                            o.baddbmm_(weights[slot], values)
+                    values = [_windows(v[bi, h], first, n, s, b) for h in heads]
+                    self._sum_over_slots(o, weights, values)
                     o.div_(total)
                     lse_row[rows] = total.log_().add_(top[0]).view(-1)
 
     def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
         b, s, scale = self.plan.block, self.plan.span, self.plan.scale
-        parts = [(p * b, min(b, s - p * b)) for p in range(-(-s // b))]
         for bi in range(q.size(0)):
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
@@ -530,23 +552,12 @@ class _Rows:
                     for slot, h in enumerate(heads):
                         values = _windows(v[bi, h], first, n, s, b)
                         torch.bmm(g, values.transpose(1, 2), out=dweights[slot])
-                        wt = weights[slot].transpose(1, 2)  # (n, S, B)
-                        for start, width in parts:  # (n, width, D) at a time, width <= B
-                            _windows(dv[bi, h], first + start, n, width, b).add_(
-                                torch.bmm(wt[:, start : start + width], g)
-                            )
+                        self._add_to_windows(dv[bi, h], first, n, weights[slot].mT, g)
                     del g
                     dlogits = dweights.sub_(delta).mul_(weights)
                     del weights
                     dqv = dq_row[rows].unflatten(0, (n, b))
-                    for slot, (h, kv) in enumerate(zip(heads, keys)):
-                        if slot == 0:
-                            torch.bmm(dlogits[0], kv, out=dqv)
-                        else:
-                            dqv.baddbmm_(dlogits[slot], kv)
-                        dt = dlogits[slot].transpose(1, 2)  # (n, S, B)
-                        for start, width in parts:
-                            _windows(dk[bi, h], first + start, n, width, b).add_(
-                                torch.bmm(dt[:, start : start + width], qv), alpha=scale
-                            )
+                    self._sum_over_slots(dqv, dlogits, keys)
+                    for slot, h in enumerate(heads):
+                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot].mT, qv, scale)
                     dqv.mul_(scale)

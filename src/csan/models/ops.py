@@ -18,23 +18,18 @@ from torch import Tensor
 __all__ = ["dropout"]
 
 
-def _keep_mask(x: Tensor, threshold: int) -> Tensor:
-    """0 or the kept-value scale, in ``x``'s dtype: one random byte per element kept when ``>= threshold``."""
-    n = x.numel()
-    # 32 random bits make 4 bytes: a tenth of the time of drawing uint8 values one by one
-    bits = torch.empty((n + 3) // 4, dtype=torch.int32, device=x.device)
-    bits.random_(-(2**31), 2**31)
-    # the comparison writes x's dtype straight away: a boolean mask and a cast would be two more
-    # passes (random bytes -> bool -> float took 1.6x as long on AVX2)
-    mask = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    torch.ge(bits.view(torch.uint8)[:n].view(x.shape), threshold, out=mask)
-    return mask.mul_(256.0 / (256 - threshold))
-
-
 class _ByteDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, threshold: int) -> Tensor:
-        mask = _keep_mask(x, threshold)
+        n = x.numel()
+        # 32 random bits make 4 bytes: a tenth of the time of drawing uint8 values one by one
+        bits = torch.empty((n + 3) // 4, dtype=torch.int32, device=x.device)
+        bits.random_(-(2**31), 2**31)
+        # compared straight into x's dtype: a boolean mask and a cast would be two more passes
+        # (random bytes -> bool -> float took 1.6x as long on AVX2)
+        mask = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        torch.ge(bits.view(torch.uint8)[:n].view(x.shape), threshold, out=mask)
+        mask.mul_(256.0 / (256 - threshold))  # 0, or the scale of kept values
         ctx.save_for_backward(mask)
         return x * mask
 

@@ -33,9 +33,10 @@ class _SmoothedNLL(torch.autograd.Function):
         p = torch.softmax(z, dim=-1)
         lse = z.amax(dim=-1) - p.amax(dim=-1).log()  # (N,)
         nll = lse - z.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-        loss = nll.clone()  # its own tensor: ``nll`` is marked non-differentiable
         if epsilon:
             loss = (1.0 - epsilon) * nll + epsilon * (lse - z.mean(dim=-1))
+        else:
+            loss = nll.clone()  # its own tensor: ``nll`` is marked non-differentiable
         ctx.save_for_backward(p, target)
         ctx.epsilon = epsilon
         ctx.dtype = logits.dtype

@@ -13,9 +13,7 @@ Output of 2026-11-25 (Zen 3, 2 threads): ``accumulate-ab.txt``.
 """
 
 import importlib.util
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -73,17 +71,8 @@ for n in ns:
     for c in chunks:
         for bw in BACKWARD:
             fns[(bw, c)] = variant(base, bw, c)
-    for _ in range(2):
-        for f in fns.values():
-            f()
-    times = {name: [] for name in fns}
-    for r in range(7):
-        for name in list(fns)[:: 1 if r % 2 == 0 else -1]:
-            s = time.perf_counter()
-            fns[name]()
-            times[name].append(1e3 * (time.perf_counter() - s))
-    med = {name: statistics.median(ts) for name, ts in times.items()}
-    ws = {name: max(pa.peak_mib(f) - 4 * q.numel() * 4 / pa.MIB, 0.0) for name, f in fns.items()}
+    med = pa.interleaved_medians(fns, repeats=7, warmup=2)
+    ws = {name: pa.workspace_mib(pa.peak_mib(f), q) for name, f in fns.items()}
     for name in fns:
         if name == "sdpa":
             continue
