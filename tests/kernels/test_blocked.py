@@ -54,6 +54,13 @@ def _check(options, *, batch=2, heads=5, time, d_h=4, dtype=torch.float64, tol=1
         )
 
 
+def _poisoned_buffer(x: torch.Tensor, *, zeroed: bool) -> torch.Tensor:
+    """``blocked._gradient_buffer`` with its uninitialised buffers full of NaN (a fresh page reads as
+    zeros, which would hide a row the backward adds to before anything wrote it)."""
+    buffer = torch.zeros_like(x, memory_format=torch.contiguous_format)
+    return buffer if zeroed else buffer.fill_(float("nan"))
+
+
 @pytest.fixture(params=["one-chunk", "many-chunks", "row-path"])
 def lengths(request, monkeypatch):
     """The lengths to try: all with the default chunking; those of several blocks with one block per
@@ -64,6 +71,7 @@ def lengths(request, monkeypatch):
     if request.param == "row-path":
         monkeypatch.setattr(blocked, "_ROW_MIN_TIME", 1)
         monkeypatch.setattr(blocked, "_ROW_CHUNK_ROWS", 1)
+        monkeypatch.setattr(blocked, "_gradient_buffer", _poisoned_buffer)
         return [t for t in LENGTHS if t > 16] + [300]
     monkeypatch.setattr(blocked, "_CHUNK_ROWS", 1)
     return [t for t in LENGTHS if t > 16]
@@ -122,6 +130,30 @@ def test_long_inputs_take_the_row_path_and_match_the_tiles(
     assert not taken
     torch.testing.assert_close(out, want_out, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(grad, want_grad, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("head_window", "writes"), [(1, True), (3, False)], ids=["own-head", "neighbours"]
+)
+def test_the_row_path_writes_key_gradients_only_when_each_head_reads_itself(
+    monkeypatch, head_window, writes
+):
+    """With N = 1 the row path writes its key and value gradients into uninitialised buffers (each
+    key row's first part is written once); with N > 1 several heads add into one head's rows, so
+    they start from zeros. NaN-filled buffers show that every row is written or zeroed first."""
+    monkeypatch.setattr(blocked, "_ROW_MIN_TIME", 1)
+    # two blocks a row chunk: the second part of a chunk's last block reaches into the next chunk
+    monkeypatch.setattr(blocked, "_ROW_CHUNK_ROWS", 32)
+    calls = []
+
+    def buffer(x: torch.Tensor, *, zeroed: bool) -> torch.Tensor:
+        calls.append(zeroed)
+        return _poisoned_buffer(x, zeroed=zeroed)
+
+    monkeypatch.setattr(blocked, "_gradient_buffer", buffer)
+    for causal in (False, True):
+        _check(dict(window=11, head_window=head_window, causal=causal), time=173)
+    assert calls == [not writes] * 4  # dk and dv, twice
 
 
 def test_fully_masked_rows_are_zero_with_finite_gradients():

@@ -23,7 +23,10 @@ For long sequences (CPU, no padding, no dropout) the *row path* (:class:`_Rows`)
 keys lie inside the sequence: one (batch, head) row at a time, the queries, keys and values of a run of
 blocks are strided views of q, k and v (block ``c`` reads key rows ``[c*B - left, c*B - left + S)``),
 so nothing is gathered or copied and a chunk needs less memory per query row, hence larger chunks and
-fewer operations; the first and last blocks of each row still go through the tiles.
+fewer operations; the first and last blocks of each row still go through the tiles. When every head
+reads only itself (N = 1) its backward *writes* the key and value gradients of its rows (each block's
+first B key rows tile them) instead of adding them into zeros, so those rows are neither zeroed nor
+added to; it runs before the tiles, which add their halos on top.
 
 Compared with a "band" of (T, N*M) logits, the tiles waste ``S/M`` of the arithmetic but run as a few
 large matrix products. Forward + backward at T=4096, 8 heads of 64, M=11, one CPU thread: band by
@@ -99,6 +102,12 @@ class _Plan:
     def has_rows(self) -> bool:
         """Whether the row path takes any blocks."""
         return self.rows[1] > self.rows[0]
+
+    @property
+    def writes_keys(self) -> bool:
+        """Whether the row path *writes* (not adds) the first part of its key and value gradients:
+        when it takes blocks and every head reads only itself (N = 1)."""
+        return self.has_rows and all(heads == (h,) for h, heads in enumerate(self.sources))
 
     def chunks(self) -> list[tuple[int, int]]:
         """(first query position, number of blocks) of every tile chunk (the blocks outside ``rows``)."""
@@ -208,15 +217,31 @@ class _BlockedAttention(torch.autograd.Function):
         q, k, v, out, lse, key_padding_mask, index, exists = ctx.saved_tensors
         plan = ctx.plan
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-        # key and value gradients: summed in place over the blocks' overlapping halos
-        dk = torch.zeros_like(k, memory_format=torch.contiguous_format)
-        dv = torch.zeros_like(v, memory_format=torch.contiguous_format)
+        # key and value gradients: summed in place over the blocks' overlapping halos, into zeros
+        # except where the row path writes first (then only the rows outside its writes are zeroed)
+        write = plan.writes_keys
+        dk = _gradient_buffer(k, zeroed=not write)
+        dv = _gradient_buffer(v, zeroed=not write)
+        if plan.has_rows:  # before the tiles: it may write where their halos add
+            rows = _Rows(q, plan)
+            if write:
+                first, last = rows.written()
+                for grad in (dk, dv):
+                    grad[:, :, :first].zero_()
+                    grad[:, :, last:].zero_()
+            rows.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv, write=write)
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
-        if plan.has_rows:
-            _Rows(q, plan).backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
         return dq, dk, dv, None, None, None, None
+
+
+def _gradient_buffer(x: Tensor, *, zeroed: bool) -> Tensor:
+    """A dense tensor like ``x`` for its gradient: zeros, or uninitialised where every element is
+    written before it is read (not zeroing a fresh tensor saves a pass and its first-touch page
+    faults)."""
+    make = torch.zeros_like if zeroed else torch.empty_like
+    return make(x, memory_format=torch.contiguous_format)
 
 
 def _take(x: Tensor, first: int, count: int) -> Tensor:
@@ -478,12 +503,20 @@ class _Rows:
         self.bias = _row_bias(plan.block, plan.span, plan.left, plan.right, q.device, q.dtype)
         self.per = max(1, _ROW_CHUNK_ROWS // plan.block)
 
-    def chunks(self):
+    def chunks(self) -> list[tuple[slice, int, int]]:
         """(rows of the chunk's queries, first key row, blocks) of every chunk of a row."""
         b, lo, hi = self.plan.block, *self.plan.rows
-        for c0 in range(lo, hi, self.per):
-            n = min(self.per, hi - c0)
-            yield slice(c0 * b, (c0 + n) * b), c0 * b - self.plan.left, n
+        return [
+            (slice(c0 * b, (c0 + n) * b), c0 * b - self.plan.left, n)
+            for c0 in range(lo, hi, self.per)
+            for n in [min(self.per, hi - c0)]
+        ]
+
+    def written(self) -> tuple[int, int]:
+        """Key rows ``[first, last)`` of every (batch, head) row whose gradients the backward writes
+        with :attr:`_Plan.writes_keys`: the first B key rows of each block, which tile them."""
+        (lo, hi), b, left = self.plan.rows, self.plan.block, self.plan.left
+        return lo * b - left, hi * b - left
 
     def _logits(self, qv: Tensor, keys: list[Tensor]) -> Tensor:
         """Scaled, band-masked logits (slots, n, B, S) of queries (n, B, D) against each slot's keys."""
@@ -504,18 +537,22 @@ class _Rows:
                 out.baddbmm_(weights[slot], mat)
 
     def _add_to_windows(
-        self, grad: Tensor, first: int, n: int, lhs: Tensor, rhs: Tensor, alpha: float = 1.0
+        self, grad: Tensor, first: int, n: int, lhs: Tensor, rhs: Tensor, write: bool
     ) -> None:
         """Add ``lhs @ rhs`` ((n, S, B) @ (n, B, D)) into the overlapping (n, S, D) windows of the
         (time, D) matrix ``grad`` from row ``first``: ``ceil(S/B)`` parts of at most B key rows, each
         its own product added into a non-overlapping strided view (one (n, S, D) product sliced into
-        the parts held a third more memory and was no faster)."""
+        the parts held a third more memory and was no faster). With ``write`` the first part, whose
+        views tile rows ``[first, first + n*B)`` (a dense (n, B, D) view), is written by the product
+        itself: no temporary and no add."""
         b, s = self.plan.block, self.plan.span
         for start in range(0, s, b):
             width = min(b, s - start)
-            _windows(grad, first + start, n, width, b).add_(
-                torch.bmm(lhs[:, start : start + width], rhs), alpha=alpha
-            )
+            view = _windows(grad, first + start, n, width, b)
+            if write and start == 0:
+                torch.bmm(lhs[:, :width], rhs, out=view)
+            else:
+                view.add_(torch.bmm(lhs[:, start : start + width], rhs))
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, *, out: Tensor, lse: Tensor) -> None:
         b, s = self.plan.block, self.plan.span
@@ -529,19 +566,26 @@ class _Rows:
                     top = logits.amax(dim=(0, 3), keepdim=True)
                     weights = logits.sub_(top).exp_()
                     total = weights.sum(dim=(0, 3), keepdim=True)[0]  # (n, B, 1), >= 1
+                    weights.div_(total)  # S slots a row, where the output has D columns
                     o = out_row[rows].unflatten(0, (n, b))
                     values = [_windows(v[bi, h], first, n, s, b) for h in heads]
                     self._sum_over_slots(o, weights, values)
-                    o.div_(total)
                     lse_row[rows] = total.log_().add_(top[0]).view(-1)
 
-    def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
+    def backward(
+        self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor, write: bool
+    ) -> None:
+        """Write the query gradients of the row path's blocks into ``dq`` and add their key and value
+        gradients into ``dk``, ``dv``; with ``write`` (:attr:`_Plan.writes_keys`) the rows
+        :meth:`written` are written, not added: the chunks then run last to first, so a chunk's second
+        part, which reaches into the next chunk's rows, is added after that chunk wrote them."""
         b, s, scale = self.plan.block, self.plan.span, self.plan.scale
+        chunks = self.chunks()[::-1] if write else self.chunks()
         for bi in range(q.size(0)):
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
                 g_row, dq_row = grad_out[bi, hi], dq[bi, hi]
-                for rows, first, n in self.chunks():
+                for rows, first, n in chunks:
                     qv = q_row[rows].unflatten(0, (n, b))
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
                     weights = self._logits(qv, keys)
@@ -552,12 +596,11 @@ class _Rows:
                     for slot, h in enumerate(heads):
                         values = _windows(v[bi, h], first, n, s, b)
                         torch.bmm(g, values.transpose(1, 2), out=dweights[slot])
-                        self._add_to_windows(dv[bi, h], first, n, weights[slot].mT, g)
+                        self._add_to_windows(dv[bi, h], first, n, weights[slot].mT, g, write)
                     del g
-                    dlogits = dweights.sub_(delta).mul_(weights)
+                    # the scale of both query and key gradients, on S slots a row rather than D columns
+                    dlogits = dweights.sub_(delta).mul_(weights).mul_(scale)
                     del weights
-                    dqv = dq_row[rows].unflatten(0, (n, b))
-                    self._sum_over_slots(dqv, dlogits, keys)
+                    self._sum_over_slots(dq_row[rows].unflatten(0, (n, b)), dlogits, keys)
                     for slot, h in enumerate(heads):
-                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot].mT, qv, scale)
-                    dqv.mul_(scale)
+                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot].mT, qv, write)
