@@ -54,7 +54,7 @@ _CHUNK_ROWS = 1024
 # all lie inside the sequence, read q, k and v through strided views (block c's keys are rows
 # [c*B - left, c*B - left + S) of that head's (time, d_h) matrix), so they gather and copy nothing and a
 # chunk holds about 0.9 KiB per query row instead of 1.9; the first and last blocks of each row still go
-# through the tiles. Query rows per row-path chunk (1.7 MiB of workspace at d_h=64, N=1, 3.1 MiB at
+# through the tiles. Query rows per row-path chunk (1.55 MiB of workspace at d_h=64, N=1, 3.0 MiB at
 # N=3; at 1 x 8 x 4096 on a 2-core Zen 3, 2,048 rows were 1.04-1.06x (N=1) and 1.14-1.18x (N=3) as
 # fast as 1,536, 3,072 no faster again, 1,024 slower), and the shortest sequence that takes the row
 # path: shorter rows make as many chunks as the tiles and gained nothing there (0.96-1.11x at
