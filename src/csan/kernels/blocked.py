@@ -238,8 +238,7 @@ class _BlockedAttention(torch.autograd.Function):
 
 def _gradient_buffer(x: Tensor, *, zeroed: bool) -> Tensor:
     """A dense tensor like ``x`` for its gradient: zeros, or uninitialised where every element is
-    written before it is read (not zeroing a fresh tensor saves a pass and its first-touch page
-    faults)."""
+    written before it is read (which saves a full pass over it)."""
     make = torch.zeros_like if zeroed else torch.empty_like
     return make(x, memory_format=torch.contiguous_format)
 
