@@ -54,10 +54,13 @@ def _check(options, *, batch=2, heads=5, time, d_h=4, dtype=torch.float64, tol=1
         )
 
 
+_gradient_buffer = blocked._gradient_buffer  # the real one, before any test patches it
+
+
 def _poisoned_buffer(x: torch.Tensor, *, zeroed: bool) -> torch.Tensor:
     """``blocked._gradient_buffer`` with its uninitialised buffers full of NaN (a fresh page reads as
     zeros, which would hide a row the backward adds to before anything wrote it)."""
-    buffer = torch.zeros_like(x, memory_format=torch.contiguous_format)
+    buffer = _gradient_buffer(x, zeroed=zeroed)
     return buffer if zeroed else buffer.fill_(float("nan"))
 
 

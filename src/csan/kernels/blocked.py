@@ -219,17 +219,10 @@ class _BlockedAttention(torch.autograd.Function):
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
         # key and value gradients: summed in place over the blocks' overlapping halos, into zeros
         # except where the row path writes first (then only the rows outside its writes are zeroed)
-        write = plan.writes_keys
-        dk = _gradient_buffer(k, zeroed=not write)
-        dv = _gradient_buffer(v, zeroed=not write)
+        dk = _gradient_buffer(k, zeroed=not plan.writes_keys)
+        dv = _gradient_buffer(v, zeroed=not plan.writes_keys)
         if plan.has_rows:  # before the tiles: it may write where their halos add
-            rows = _Rows(q, plan)
-            if write:
-                first, last = rows.written()
-                for grad in (dk, dv):
-                    grad[:, :, :first].zero_()
-                    grad[:, :, last:].zero_()
-            rows.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv, write=write)
+            _Rows(q, plan).backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
             tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
@@ -501,21 +494,23 @@ class _Rows:
         self.plan = plan
         self.bias = _row_bias(plan.block, plan.span, plan.left, plan.right, q.device, q.dtype)
         self.per = max(1, _ROW_CHUNK_ROWS // plan.block)
+        self.write = plan.writes_keys
 
     def chunks(self) -> list[tuple[slice, int, int]]:
         """(rows of the chunk's queries, first key row, blocks) of every chunk of a row."""
         b, lo, hi = self.plan.block, *self.plan.rows
-        return [
-            (slice(c0 * b, (c0 + n) * b), c0 * b - self.plan.left, n)
-            for c0 in range(lo, hi, self.per)
-            for n in [min(self.per, hi - c0)]
-        ]
+        chunks = []
+        for c0 in range(lo, hi, self.per):
+            n = min(self.per, hi - c0)
+            chunks.append((slice(c0 * b, (c0 + n) * b), c0 * b - self.plan.left, n))
+        return chunks
 
-    def written(self) -> tuple[int, int]:
-        """Key rows ``[first, last)`` of every (batch, head) row whose gradients the backward writes
-        with :attr:`_Plan.writes_keys`: the first B key rows of each block, which tile them."""
+    def _zero_unwritten(self, grad: Tensor) -> None:
+        """Zero the key rows of ``grad`` (batch, heads, time, D) that a writing backward does not
+        write: those outside ``[lo*B - left, hi*B - left)``, the first B key rows of its blocks."""
         (lo, hi), b, left = self.plan.rows, self.plan.block, self.plan.left
-        return lo * b - left, hi * b - left
+        grad[:, :, : lo * b - left].zero_()
+        grad[:, :, hi * b - left :].zero_()
 
     def _logits(self, qv: Tensor, keys: list[Tensor]) -> Tensor:
         """Scaled, band-masked logits (slots, n, B, S) of queries (n, B, D) against each slot's keys."""
@@ -535,30 +530,29 @@ class _Rows:
             else:
                 out.baddbmm_(weights[slot], mat)
 
-    def _add_to_windows(
-        self, grad: Tensor, first: int, n: int, lhs: Tensor, rhs: Tensor, write: bool
-    ) -> None:
+    def _add_to_windows(self, grad: Tensor, first: int, n: int, lhs: Tensor, rhs: Tensor) -> None:
         """Add ``lhs @ rhs`` ((n, S, B) @ (n, B, D)) into the overlapping (n, S, D) windows of the
         (time, D) matrix ``grad`` from row ``first``: ``ceil(S/B)`` parts of at most B key rows, each
         its own product added into a non-overlapping strided view (one (n, S, D) product sliced into
-        the parts held a third more memory and was no faster). With ``write`` the first part, whose
+        the parts held a third more memory and was no faster). With :attr:`write` the first part, whose
         views tile rows ``[first, first + n*B)`` (a dense (n, B, D) view), is written by the product
         itself: no temporary and no add."""
         b, s = self.plan.block, self.plan.span
         for start in range(0, s, b):
             width = min(b, s - start)
             view = _windows(grad, first + start, n, width, b)
-            if write and start == 0:
+            if self.write and start == 0:
                 torch.bmm(lhs[:, :width], rhs, out=view)
             else:
                 view.add_(torch.bmm(lhs[:, start : start + width], rhs))
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, *, out: Tensor, lse: Tensor) -> None:
         b, s = self.plan.block, self.plan.span
+        chunks = self.chunks()
         for bi in range(q.size(0)):
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
-                for rows, first, n in self.chunks():
+                for rows, first, n in chunks:
                     qv = q_row[rows].unflatten(0, (n, b))
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
                     logits = self._logits(qv, keys)
@@ -571,15 +565,18 @@ class _Rows:
                     self._sum_over_slots(o, weights, values)
                     lse_row[rows] = total.log_().add_(top[0]).view(-1)
 
-    def backward(
-        self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor, write: bool
-    ) -> None:
+    def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
         """Write the query gradients of the row path's blocks into ``dq`` and add their key and value
-        gradients into ``dk``, ``dv``; with ``write`` (:attr:`_Plan.writes_keys`) the rows
-        :meth:`written` are written, not added: the chunks then run last to first, so a chunk's second
-        part, which reaches into the next chunk's rows, is added after that chunk wrote them."""
+        gradients into ``dk``, ``dv``. With :attr:`write` (:attr:`_Plan.writes_keys`; ``dk`` and
+        ``dv`` uninitialised) the first B key rows of each block are written, not added, and the
+        rows outside them zeroed first; the chunks then run last to first, so a chunk's second part,
+        which reaches into the next chunk's rows, is added after that chunk wrote them."""
         b, s, scale = self.plan.block, self.plan.span, self.plan.scale
-        chunks = self.chunks()[::-1] if write else self.chunks()
+        chunks = self.chunks()
+        if self.write:
+            self._zero_unwritten(dk)
+            self._zero_unwritten(dv)
+            chunks.reverse()
         for bi in range(q.size(0)):
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
@@ -595,11 +592,11 @@ class _Rows:
                     for slot, h in enumerate(heads):
                         values = _windows(v[bi, h], first, n, s, b)
                         torch.bmm(g, values.transpose(1, 2), out=dweights[slot])
-                        self._add_to_windows(dv[bi, h], first, n, weights[slot].mT, g, write)
+                        self._add_to_windows(dv[bi, h], first, n, weights[slot].mT, g)
                     del g
                     # the scale of both query and key gradients, on S slots a row rather than D columns
                     dlogits = dweights.sub_(delta).mul_(weights).mul_(scale)
                     del weights
                     self._sum_over_slots(dq_row[rows].unflatten(0, (n, b)), dlogits, keys)
                     for slot, h in enumerate(heads):
-                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot].mT, qv, write)
+                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot].mT, qv)
