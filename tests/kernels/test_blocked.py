@@ -39,13 +39,26 @@ def _padding(kind: str, batch: int, time: int) -> torch.Tensor | None:
     return mask
 
 
-def _check(options, *, batch=2, heads=5, time, d_h=4, dtype=torch.float64, tol=1e-10, mask=None):
+def _check(
+    options,
+    *,
+    batch=2,
+    heads=5,
+    time,
+    d_h=4,
+    dtype=torch.float64,
+    tol=1e-10,
+    mask=None,
+    constant_in_time=False,
+):
     q, k, v = _inputs(batch, heads, time, d_h, dtype)
     out = blocked_local_attention(q, k, v, key_padding_mask=mask, **options)
     expected = definition_attention(q, k, v, key_padding_mask=mask, **options)
     where = f"time={time} mask={None if mask is None else mask.int().tolist()} {options}"
     torch.testing.assert_close(out, expected, atol=tol, rtol=tol, msg=lambda m: f"{where}: {m}")
     grad = torch.randn_like(out)
+    if constant_in_time:  # one gradient row per (batch, head), expanded over time (stride 0)
+        grad = grad[:, :, :1].expand_as(out)
     got = torch.autograd.grad(out, (q, k, v), grad)
     want = torch.autograd.grad(expected, (q, k, v), grad)
     for g, w, name in zip(got, want, "qkv"):
@@ -157,6 +170,17 @@ def test_the_row_path_writes_key_gradients_only_when_each_head_reads_itself(
     for causal in (False, True):
         _check(dict(window=11, head_window=head_window, causal=causal), time=173)
     assert calls == [not writes] * 4  # dk and dv, twice
+
+
+@pytest.mark.parametrize("head_window", [1, 3])
+def test_the_row_path_reads_a_gradient_constant_in_time_once_per_row(monkeypatch, head_window):
+    """An output gradient with stride 0 in time but not over heads and features (one row per
+    (batch, head), as ``out.mean(2)`` gives) is read as one dense block, broadcast over the blocks."""
+    monkeypatch.setattr(blocked, "_ROW_MIN_TIME", 1)
+    monkeypatch.setattr(blocked, "_ROW_CHUNK_ROWS", 32)
+    for causal in (False, True):
+        options = dict(window=11, head_window=head_window, causal=causal)
+        _check(options, time=173, constant_in_time=True)
 
 
 def test_fully_masked_rows_are_zero_with_finite_gradients():

@@ -54,13 +54,14 @@ _CHUNK_ROWS = 1024
 # The row path (CPU, no padding, no dropout): the *inner* blocks of a (batch, head) row, those whose keys
 # all lie inside the sequence, read q, k and v through strided views (block c's keys are rows
 # [c*B - left, c*B - left + S) of that head's (time, d_h) matrix), so they gather and copy nothing and a
-# chunk holds about 0.9 KiB per query row instead of 1.9; the first and last blocks of each row still go
-# through the tiles. Query rows per row-path chunk (1.55 MiB of workspace at d_h=64, N=1, 3.0 MiB at
-# N=3; at 1 x 8 x 4096 on a 2-core Zen 3, 2,048 rows were 1.04-1.06x (N=1) and 1.14-1.18x (N=3) as
-# fast as 1,536, 3,072 no faster again, 1,024 slower), and the shortest sequence that takes the row
-# path: shorter rows make as many chunks as the tiles and gained nothing there (0.96-1.11x at
-# 4 x 1024, 16 x 1024 and 2 x 2048), against 1.3-1.4x at 1 x 4096.
-_ROW_CHUNK_ROWS = 2048
+# chunk holds about 0.5 KiB per query row at N=1 instead of 1.9; the first and last blocks of each row
+# still go through the tiles. Query rows per row-path chunk: 4,096, a whole row at 4,096 positions
+# (2.0 MiB of workspace at 1 x 8 x 4096, d_h=64, N=1, 4.8 MiB at N=3, by benchmarks/plain_attention.py;
+# on a 2-core Zen 3, 1.04-1.08x (N=1) and 1.07x (N=3) as fast as 2,048 rows, which were 1.04-1.06x and
+# 1.14-1.18x as fast as 1,536; 3,072 were no faster than 2,048, 1,024 slower), and the shortest
+# sequence that takes the row path: shorter rows make as many chunks as the tiles and gained nothing
+# there (0.96-1.11x at 4 x 1024, 16 x 1024 and 2 x 2048), against 1.3-1.4x at 1 x 4096.
+_ROW_CHUNK_ROWS = 4096
 _ROW_MIN_TIME = 3072
 # The logits are kept in base 2 (times log2(e)), so the weights are ``exp2`` of them: on AVX2, ``exp2`` of a
 # (128, 16, 26) tile whose masked slots are -inf took 18 us against 75 us for ``exp`` (2 threads, Zen 3);
@@ -499,14 +500,17 @@ class _Rows:
     """The inner blocks ``plan.rows`` of every (batch, head) row, in chunks of consecutive blocks.
 
     A chunk of ``n`` blocks from block ``c0`` of head ``h``: queries (n, B, D) and, for each head
-    ``s`` that ``h`` reads, keys and values (n, S, D) are views; logits (slots, n, B, S), one softmax
-    over (slots, S). The overlapping windows' key and value gradients go in by
-    :meth:`_add_to_windows`.
+    ``s`` that ``h`` reads, keys and values (n, S, D) are views; logits (slots, n, S, B), key slot by
+    query, one softmax over (slots, S). That layout makes the key-side products (logits, value
+    gradients, key and value gradients) plain, not transposed: 1.02x (N=1) and 1.02-1.04x (N=3) as
+    fast at 1 x 8 x 4096 as (slots, n, B, S) on a 2-core Zen 3. The overlapping windows' key and value
+    gradients go in by :meth:`_add_to_windows`.
     """
 
     def __init__(self, q: Tensor, plan: _Plan):
         self.plan = plan
-        self.bias = _row_bias(plan.block, plan.span, plan.left, plan.right, q.device, q.dtype)
+        bias = _row_bias(plan.block, plan.span, plan.left, plan.right, q.device, q.dtype)
+        self.bias = bias.mT.contiguous()  # (S, B): the logits are laid out key slot by query
         self.per = max(1, _ROW_CHUNK_ROWS // plan.block)
         self.write = plan.writes_keys
 
@@ -527,12 +531,10 @@ class _Rows:
         grad[:, :, hi * b - left :].zero_()
 
     def _logits(self, qv: Tensor, keys: list[Tensor]) -> Tensor:
-        """Band-masked base-2 logits (slots, n, B, S) of queries (n, B, D) against each slot's keys."""
-        logits = qv.new_empty(len(keys), *qv.shape[:2], self.plan.span)
+        """Band-masked base-2 logits (slots, n, S, B) of each slot's keys against queries (n, B, D)."""
+        logits = qv.new_empty(len(keys), qv.size(0), self.plan.span, qv.size(1))
         for slot, kv in enumerate(keys):
-            torch.baddbmm(
-                self.bias, qv, kv.transpose(1, 2), alpha=self.plan.logit_scale, out=logits[slot]
-            )
+            torch.baddbmm(self.bias, kv, qv.mT, alpha=self.plan.logit_scale, out=logits[slot])
         return logits
 
     @staticmethod
@@ -570,13 +572,13 @@ class _Rows:
                     qv = q_row[rows].unflatten(0, (n, b))
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
                     logits = self._logits(qv, keys)
-                    top = logits.amax(dim=(0, 3), keepdim=True)
+                    top = logits.amax(dim=(0, 2), keepdim=True)
                     weights = logits.sub_(top).exp2_()
-                    total = weights.sum(dim=(0, 3), keepdim=True)[0]  # (n, B, 1), >= 1
+                    total = weights.sum(dim=(0, 2), keepdim=True)[0]  # (n, 1, B), >= 1
                     weights.div_(total)  # S slots a row, where the output has D columns
                     o = out_row[rows].unflatten(0, (n, b))
                     values = [_windows(v[bi, h], first, n, s, b) for h in heads]
-                    self._sum_over_slots(o, weights, values)
+                    self._sum_over_slots(o, weights.mT, values)
                     lse_row[rows] = total.log2_().add_(top[0]).view(-1)
 
     def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
@@ -595,22 +597,28 @@ class _Rows:
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
                 g_row, dq_row = grad_out[bi, hi], dq[bi, hi]
+                # one output gradient row for all positions (stride 0 in time, as from
+                # out.sum().backward()): one dense (B, D) block, broadcast over the blocks
+                same = g_row[:b].contiguous() if g_row.stride(0) == 0 else None
                 for rows, first, n in chunks:
                     qv = q_row[rows].unflatten(0, (n, b))
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
                     weights = self._logits(qv, keys)
-                    weights.sub_(lse_row[rows].view(1, n, b, 1)).exp2_()
-                    g = g_row[rows].unflatten(0, (n, b)).contiguous()  # dense even if expanded
-                    delta = (g * out_row[rows].unflatten(0, (n, b))).sum(-1, keepdim=True)
+                    weights.sub_(lse_row[rows].view(1, n, 1, b)).exp2_()
+                    if same is not None:
+                        g = same.expand(n, b, same.size(1))  # products take a stride-0 batch
+                    else:  # dense if grad_out is any other strided tensor
+                        g = g_row[rows].unflatten(0, (n, b)).contiguous()
+                    delta = (g * out_row[rows].unflatten(0, (n, b))).sum(-1).view(n, 1, b)
                     dweights = torch.empty_like(weights)
                     for slot, h in enumerate(heads):
                         values = _windows(v[bi, h], first, n, s, b)
-                        torch.bmm(g, values.transpose(1, 2), out=dweights[slot])
-                        self._add_to_windows(dv[bi, h], first, n, weights[slot].mT, g)
+                        torch.bmm(values, g.mT, out=dweights[slot])
+                        self._add_to_windows(dv[bi, h], first, n, weights[slot], g)
                     del g
                     # the scale of both query and key gradients, on S slots a row rather than D columns
                     dlogits = dweights.sub_(delta).mul_(weights).mul_(scale)
                     del weights
-                    self._sum_over_slots(dq_row[rows].unflatten(0, (n, b)), dlogits, keys)
+                    self._sum_over_slots(dq_row[rows].unflatten(0, (n, b)), dlogits.mT, keys)
                     for slot, h in enumerate(heads):
-                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot].mT, qv)
+                        self._add_to_windows(dk[bi, h], first, n, dlogits[slot], qv)
