@@ -16,8 +16,8 @@ output and one (base-2) log-sum-exp per query row are kept for it. Dropout (on t
 draws its mask from a per-chunk seed, so the backward regenerates the same mask. The output gradient
 may be any strided tensor: ``out.sum().backward()`` gives an expanded one (stride 0), on which batched
 matrix products take a slow path, so each chunk makes its gradient rows dense first (a chunk's worth,
-not a full-size copy). The band masks of a shape are cached (:func:`_band_blocked`), so a repeated call builds
-none.
+not a full-size copy; the row path reads a gradient that is constant in time as one dense block). The
+band masks of a shape are cached (:func:`_band_blocked`), so a repeated call builds none.
 
 For long sequences (CPU, no padding, no dropout) the *row path* (:class:`_Rows`) takes the blocks whose
 keys lie inside the sequence: one (batch, head) row at a time, the queries, keys and values of a run of
@@ -57,15 +57,17 @@ _CHUNK_ROWS = 1024
 # chunk holds about 0.5 KiB per query row at N=1 instead of 1.9; the first and last blocks of each row
 # still go through the tiles. Query rows per row-path chunk: 4,096, a whole row at 4,096 positions
 # (2.0 MiB of workspace at 1 x 8 x 4096, d_h=64, N=1, 4.8 MiB at N=3, by benchmarks/plain_attention.py;
-# on a 2-core Zen 3, 1.04-1.08x (N=1) and 1.07x (N=3) as fast as 2,048 rows, which were 1.04-1.06x and
-# 1.14-1.18x as fast as 1,536; 3,072 were no faster than 2,048, 1,024 slower), and the shortest
-# sequence that takes the row path: shorter rows make as many chunks as the tiles and gained nothing
-# there (0.96-1.11x at 4 x 1024, 16 x 1024 and 2 x 2048), against 1.3-1.4x at 1 x 4096.
+# on a 2-core Zen 3, 1.16x (N=1) and 1.19x (N=3) as fast as 2,048 rows in one process, which had been
+# 1.04-1.06x and 1.14-1.18x as fast as 1,536; 3,072 were no faster than 2,048), and the shortest
+# sequence that takes the row path: against the tiles, in one process on that Zen 3, the row path was
+# 1.02-1.56x as fast at 1,024 and 2,048 positions (batches 1 to 16, N=1 and 3) and 0.83-1.04x at 512
+# (benchmarks/results/avx2-zen3-2026-11-26/exp2-rows/rows-min-ab.txt).
 _ROW_CHUNK_ROWS = 4096
-_ROW_MIN_TIME = 3072
-# The logits are kept in base 2 (times log2(e)), so the weights are ``exp2`` of them: on AVX2, ``exp2`` of a
-# (128, 16, 26) tile whose masked slots are -inf took 18 us against 75 us for ``exp`` (2 threads, Zen 3);
-# FlashAttention does the same. The log-sum-exp kept for the backward is base 2 as well.
+_ROW_MIN_TIME = 1024
+# The logits are kept in base 2 (times log2(e)), so the weights are ``exp2`` of them: on AVX2, ``exp2``
+# of a (128, 16, 26) tile whose masked slots are -inf took 21 us against 127 us for ``exp`` (2 threads,
+# Zen 3; benchmarks/results/avx2-zen3-2026-11-26/exp2-rows/). FlashAttention does the same. The
+# log-sum-exp kept for the backward is base 2 as well.
 _LOG2E = math.log2(math.e)
 _LN2 = math.log(2.0)
 
