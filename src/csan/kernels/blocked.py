@@ -599,16 +599,16 @@ class _Rows:
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
                 g_row, dq_row = grad_out[bi, hi], dq[bi, hi]
-                # one output gradient row for all positions (stride 0 in time, as from
-                # out.sum().backward()): one dense (B, D) block, broadcast over the blocks
-                same = g_row[:b].contiguous() if g_row.stride(0) == 0 else None
+                # an output gradient constant in time (stride 0, as from out.sum().backward()):
+                # one dense (B, D) block, which the products broadcast over the blocks
+                g_block = g_row[:b].contiguous() if g_row.stride(0) == 0 else None
                 for rows, first, n in chunks:
                     qv = q_row[rows].unflatten(0, (n, b))
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
                     weights = self._logits(qv, keys)
                     weights.sub_(lse_row[rows].view(1, n, 1, b)).exp2_()
-                    if same is not None:
-                        g = same.expand(n, b, same.size(1))  # products take a stride-0 batch
+                    if g_block is not None:
+                        g = g_block.expand(n, *g_block.shape)  # a batch stride of 0
                     else:  # dense if grad_out is any other strided tensor
                         g = g_row[rows].unflatten(0, (n, b)).contiguous()
                     delta = (g * out_row[rows].unflatten(0, (n, b))).sum(-1).view(n, 1, b)
