@@ -597,7 +597,7 @@ class _Rows:
             chunks.reverse()
         for bi in range(q.size(0)):
             for hi, heads in enumerate(self.plan.sources):
-                q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
+                q_row, lse_row = q[bi, hi], lse[bi, hi]
                 g_row, dq_row = grad_out[bi, hi], dq[bi, hi]
                 # an output gradient constant in time (stride 0, as from out.sum().backward()):
                 # one dense (B, D) block, which the products broadcast over the blocks
@@ -611,15 +611,17 @@ class _Rows:
                         g = g_block.expand(n, *g_block.shape)  # a batch stride of 0
                     else:  # dense if grad_out is any other strided tensor
                         g = g_row[rows].unflatten(0, (n, b)).contiguous()
-                    delta = (g * out_row[rows].unflatten(0, (n, b))).sum(-1).view(n, 1, b)
-                    dweights = torch.empty_like(weights)
+                    dlogits = torch.empty_like(weights)
                     for slot, h in enumerate(heads):
                         values = _windows(v[bi, h], first, n, s, b)
-                        torch.bmm(values, g.mT, out=dweights[slot])
+                        # dP, times the scale of both query and key gradients (S slots a row, not D)
+                        d = dlogits[slot]
+                        torch.baddbmm(d, values, g.mT, beta=0, alpha=scale, out=d)
                         self._add_to_windows(dv[bi, h], first, n, weights[slot], g)
                     del g
-                    # the scale of both query and key gradients, on S slots a row rather than D columns
-                    dlogits = dweights.sub_(delta).mul_(weights).mul_(scale)
+                    # dS = P (dP - delta) with delta = rowsum(P dP) (= rowsum(dO O)): S slots a row
+                    dlogits.mul_(weights)
+                    dlogits.addcmul_(weights, dlogits.sum(dim=(0, 2), keepdim=True), value=-1)
                     del weights
                     self._sum_over_slots(dq_row[rows].unflatten(0, (n, b)), dlogits.mT, keys)
                     for slot, h in enumerate(heads):
