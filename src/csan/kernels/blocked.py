@@ -11,8 +11,8 @@ computes one (B, N*S) logit tile with ``bmm`` and masks the slots outside the ba
 padding or (``"clip"``) the existing heads. The blocks are processed in *chunks* of about
 ``_CHUNK_ROWS`` query rows, so the working memory is bounded and no (T, T) tensor ever exists.
 
-The backward pass is hand-written and recomputes the tiles (as FlashAttention does): only q, k, v, the
-output and one (base-2) log-sum-exp per query row are kept for it. Dropout (on the attention weights)
+The backward pass is hand-written and recomputes the tiles (as FlashAttention does): only q, k, v and
+one (base-2) log-sum-exp per query row are kept for it. Dropout (on the attention weights)
 draws its mask from a per-chunk seed, so the backward regenerates the same mask. The output gradient
 may be any strided tensor: ``out.sum().backward()`` gives an expanded one (stride 0), on which batched
 matrix products take a slow path, so each chunk makes its gradient rows dense first (a chunk's worth,
@@ -54,9 +54,9 @@ _CHUNK_ROWS = 1024
 # The row path (CPU, no padding, no dropout): the *inner* blocks of a (batch, head) row, those whose keys
 # all lie inside the sequence, read q, k and v through strided views (block c's keys are rows
 # [c*B - left, c*B - left + S) of that head's (time, d_h) matrix), so they gather and copy nothing and a
-# chunk holds about 0.5 KiB per query row at N=1 instead of 1.9; the first and last blocks of each row
+# chunk holds about 0.4 KiB per query row at N=1 instead of 1.9; the first and last blocks of each row
 # still go through the tiles. Query rows per row-path chunk: 4,096, a whole row at 4,096 positions
-# (2.0 MiB of workspace at 1 x 8 x 4096, d_h=64, N=1, 4.8 MiB at N=3, by benchmarks/plain_attention.py;
+# (1.6 MiB of workspace at 1 x 8 x 4096, d_h=64, N=1, 3.8 MiB at N=3, by benchmarks/plain_attention.py;
 # on a 2-core Zen 3, 1.16x (N=1) and 1.19x (N=3) as fast as 2,048 rows in one process, which had been
 # 1.04-1.06x and 1.14-1.18x as fast as 1,536; 3,072 were no faster than 2,048), and the shortest
 # sequence that takes the row path: against the tiles, in one process on that Zen 3, the row path was
@@ -210,7 +210,7 @@ def blocked_local_attention(
 
 
 class _BlockedAttention(torch.autograd.Function):
-    """Forward by tiles, backward by recomputed tiles; saves q, k, v, out and a log-sum-exp per row."""
+    """Forward by tiles, backward by recomputed tiles; saves q, k, v and a log-sum-exp per row."""
 
     @staticmethod
     def forward(ctx, q, k, v, key_padding_mask, plan, index, exists):  # type: ignore[override]
@@ -222,14 +222,14 @@ class _BlockedAttention(torch.autograd.Function):
             tiles.forward(q, k, v, out=out, lse=lse)
         if plan.has_rows:
             _Rows(q, plan).forward(q, k, v, out=out, lse=lse)
-        ctx.save_for_backward(q, k, v, out, lse, key_padding_mask, index, exists)
+        ctx.save_for_backward(q, k, v, lse, key_padding_mask, index, exists)
         ctx.plan = plan
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):  # type: ignore[override]
-        q, k, v, out, lse, key_padding_mask, index, exists = ctx.saved_tensors
+        q, k, v, lse, key_padding_mask, index, exists = ctx.saved_tensors
         plan = ctx.plan
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
         # key and value gradients: summed in place over the blocks' overlapping halos, into zeros
@@ -237,10 +237,10 @@ class _BlockedAttention(torch.autograd.Function):
         dk = _gradient_buffer(k, zeroed=not plan.writes_keys)
         dv = _gradient_buffer(v, zeroed=not plan.writes_keys)
         if plan.has_rows:  # before the tiles: it may write where their halos add
-            _Rows(q, plan).backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
+            _Rows(q, plan).backward(q, k, v, lse, grad_out, dq=dq, dk=dk, dv=dv)
         for number, (t0, nblocks) in enumerate(plan.chunks()):
             tiles = _Tiles(q, key_padding_mask, plan, index, exists, t0, nblocks, number)
-            tiles.backward(q, k, v, out, lse, grad_out, dq=dq, dk=dk, dv=dv)
+            tiles.backward(q, k, v, lse, grad_out, dq=dq, dk=dk, dv=dv)
         return dq, dk, dv, None, None, None, None
 
 
@@ -249,6 +249,24 @@ def _gradient_buffer(x: Tensor, *, zeroed: bool) -> Tensor:
     written before it is read (which saves a full pass over it)."""
     make = torch.zeros_like if zeroed else torch.empty_like
     return make(x, memory_format=torch.contiguous_format)
+
+
+def _softmax_backward_(grad: Tensor, weights: Tensor, dim: int | tuple[int, ...]) -> None:
+    """``grad`` (dP, the gradient of the softmax weights P) becomes that of the logits, in place:
+    ``dS = P * (dP - delta)`` with ``delta = rowsum(P * dP)`` over ``dim``, which equals
+    ``rowsum(dO * O)`` (also with dropout, when ``dP`` carries its mask) without reading the output,
+    over a row's slots rather than its d_h columns.
+
+    Example:
+        >>> z = torch.randn(3, 5, requires_grad=True)
+        >>> p, dp = z.softmax(-1), torch.randn(3, 5)
+        >>> ds = dp.clone()
+        >>> _softmax_backward_(ds, p.detach(), dim=-1)
+        >>> torch.allclose(ds, torch.autograd.grad(p, z, dp)[0], atol=1e-6)
+        True
+    """
+    grad.mul_(weights)
+    grad.addcmul_(weights, grad.sum(dim=dim, keepdim=True), value=-1)
 
 
 def _take(x: Tensor, first: int, count: int) -> Tensor:
@@ -433,18 +451,17 @@ class _Tiles:
         self.put(out, rows.div_(total.clamp(min=1.0)))
         self.put(lse, torch.where(total > 0, top + total.log2(), float("inf")).squeeze(-1))
 
-    def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
+    def backward(self, q, k, v, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
         """Write the chunk's query gradients into ``dq`` and add its key/value gradients to dk, dv."""
         qs = self.query_rows(q, self.plan.logit_scale)  # (G, B, D)
         keys = self._key_tiles(k)  # (G, N*S, D)
         weights = self._logits(qs, keys).sub_(self.query_rows(lse.unsqueeze(-1))).exp2_()
         g = self.query_rows(grad_out).contiguous()  # (G, B, D); dense even if grad_out is expanded
-        delta = (g * self.query_rows(out)).sum(-1, keepdim=True)  # (G, B, 1): rowsum(P * dP)
-        dweights = self._dropout(torch.bmm(g, self._key_tiles(v).transpose(1, 2)))  # (G, B, N*S)
+        dlogits = self._dropout(torch.bmm(g, self._key_tiles(v).transpose(1, 2)))  # dP (G, B, N*S)
         self.add_keys(dv, torch.bmm(self._dropout(weights).transpose(1, 2), g))
         del g
-        dlogits = dweights.sub_(delta).mul_(weights)
-        del weights, dweights
+        _softmax_backward_(dlogits, weights, dim=-1)
+        del weights
         self.put(dq, torch.bmm(dlogits, keys).mul_(self.plan.scale))
         del keys
         self.add_keys(dk, torch.bmm(dlogits.transpose(1, 2), qs), alpha=_LN2)  # qs holds log2(e)
@@ -583,7 +600,7 @@ class _Rows:
                     self._sum_over_slots(o, weights.mT, values)
                     lse_row[rows] = total.log2_().add_(top[0]).view(-1)
 
-    def backward(self, q, k, v, out, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
+    def backward(self, q, k, v, lse, grad_out, *, dq: Tensor, dk: Tensor, dv: Tensor) -> None:
         """Write the query gradients of the row path's blocks into ``dq`` and add their key and value
         gradients into ``dk``, ``dv``. With :attr:`write` (:attr:`_Plan.writes_keys`; ``dk`` and
         ``dv`` uninitialised) the first B key rows of each block are written, not added, and the
@@ -619,9 +636,7 @@ class _Rows:
                         torch.baddbmm(d, values, g.mT, beta=0, alpha=scale, out=d)
                         self._add_to_windows(dv[bi, h], first, n, weights[slot], g)
                     del g
-                    # dS = P (dP - delta) with delta = rowsum(P dP) (= rowsum(dO O)): S slots a row
-                    dlogits.mul_(weights)
-                    dlogits.addcmul_(weights, dlogits.sum(dim=(0, 2), keepdim=True), value=-1)
+                    _softmax_backward_(dlogits, weights, dim=(0, 2))  # over (slots, S)
                     del weights
                     self._sum_over_slots(dq_row[rows].unflatten(0, (n, b)), dlogits.mT, keys)
                     for slot, h in enumerate(heads):
