@@ -18,8 +18,9 @@ process (every round runs both, the order alternating), the median of 7 rounds a
 Memory: the peak of live tensor bytes during one forward + backward above those live before it (inputs and
 the prebuilt mask excluded; the output and the three gradients included), from the allocations and frees
 PyTorch's CPU allocator reports to ``torch.profiler`` (``profile_memory=True``), replayed in time order;
-the workspace is that peak less the output and the three gradients (which both must return), as in
-``csan bench attention``.
+the workspace is that peak less the three gradients, which both must hold at once at the end, as in
+``csan bench attention`` (the output counts while it lives: ``.sum()`` needs it in the forward only, and a
+kernel that keeps it for its backward holds it by its own choice).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import statistics
 import sys
 import time
@@ -108,8 +110,13 @@ def interleaved_medians(fns: dict, *, repeats: int, warmup: int) -> dict:
 
 
 def workspace_mib(peak: float, q) -> float:
-    """The peak (MiB) less the output and the three gradients, which every backend must return."""
-    return max(peak - 4 * q.numel() * q.element_size() / MIB, 0.0)
+    """The peak (MiB) less the three gradients, which every backend must hold at once at its end."""
+    gradients = 3 * q.numel() * q.element_size() / MIB
+    if peak < gradients:
+        raise RuntimeError(
+            f"a peak of {peak:.2f} MiB is below the three gradients' {gradients:.2f}"
+        )
+    return peak - gradients
 
 
 def measure(batch: int, t: int, head_window: int, *, repeats: int, warmup: int) -> dict:
@@ -127,7 +134,10 @@ def measure(batch: int, t: int, head_window: int, *, repeats: int, warmup: int) 
         row[f"{name}_peak_mib"] = peak_mib(fn)
         row[f"{name}_workspace_mib"] = workspace_mib(row[f"{name}_peak_mib"], q)
     row["speedup"] = row["sdpa_ms"] / row["csan_ms"]
-    row["workspace_ratio"] = row["sdpa_workspace_mib"] / max(row["csan_workspace_mib"], 1e-9)
+    csan_workspace = row["csan_workspace_mib"]
+    row["workspace_ratio"] = (
+        row["sdpa_workspace_mib"] / csan_workspace if csan_workspace else math.inf
+    )
     return row
 
 

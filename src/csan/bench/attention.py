@@ -24,8 +24,11 @@ What is measured, per (case, time, head window, backend):
   allocation and free the PyTorch CPU allocator reports to ``torch.profiler`` (``profile_memory=True``),
   replayed in time order; CUDA: ``torch.cuda.max_memory_allocated``. Allocator caches and the Python heap
   are not counted.
-- ``workspace_mib``: ``peak_mib`` minus the output and the three gradients, which every backend must
-  return: the memory a kernel needs beyond its inputs and results.
+- ``workspace_mib``: ``peak_mib`` minus the three gradients, which every backend must hold at once at
+  its end: the memory a kernel needs beyond its inputs and gradients. The output counts as workspace
+  while it lives: ``.sum()`` needs it only in the forward, and a kernel that keeps it for its backward
+  holds it by its own choice. (Until 2026-11-26 the output was subtracted as well; once the blocked
+  kernel stopped keeping its output, its peak fell below output + gradients and that gave 0.)
 
 Cases: ``long`` sweeps ``lengths`` at ``batch``; ``sentence`` is a batch of 64 x 32 tokens. The O(T^2)
 backends (sdpa, dense) are skipped ("oom-skipped") when their memory, extrapolated as T^2 from the
@@ -192,9 +195,14 @@ def _measure(
         row: dict[str, Any] = {"forward_ms": fwd[name], "train_ms": fwd_bwd[name]}
         if memory:
             peak = peak_bytes(train(kernel), device)
-            results = 4 * q.numel() * q.element_size()  # output + 3 gradients
+            gradients = 3 * q.numel() * q.element_size()  # live together when backward ends
+            if peak < gradients:
+                raise RuntimeError(
+                    f"{name}: a peak of {peak} bytes is below its three gradients' {gradients}: "
+                    "the memory measurement missed allocations"
+                )
             row["peak_mib"] = peak / MIB
-            row["workspace_mib"] = max(peak - results, 0) / MIB
+            row["workspace_mib"] = (peak - gradients) / MIB
         rows[name] = row
     return rows
 
