@@ -456,6 +456,9 @@ def test_a_run_saved_with_the_old_zeros_is_the_same_run(tmp_path) -> None:
 def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> None:
     main_recipe = ["train.max_minutes=null", "train.max_epochs=38", "train.evaluate_test=true"]
     assert load_config("converged-multi30k") == load_config("multi30k-small", main_recipe)
+    fp32 = ["train.cpu_bf16=false", "train.compile=false"]
+    assert load_config("converged-multi30k-fp32") == load_config("converged-multi30k", fp32)
+    assert load_config("converged-multi30k-fp32") != load_config("converged-multi30k")
 
 
 def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
