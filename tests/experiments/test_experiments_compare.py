@@ -58,7 +58,7 @@ def test_compare_writes_csv_table_plot_and_machine(compared) -> None:
     out, _, calls = compared
     assert len(calls) == 6  # every variant x seed was attempted, the failing one included
     table = read_csv(out / "results.csv")
-    assert list(table[0]) == CSV_COLUMNS
+    assert list(table[0]) == CSV_COLUMNS[:-1]  # one precision: no column for it
     assert [(r["variant"], r["seed"]) for r in table] == [
         (v, str(s)) for v in VARIANTS for s in SEEDS
     ]
@@ -497,7 +497,7 @@ def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
     )
     assert table.count("Runs on 2 machines, so a speed here may mix them") == 1
     rows = read_csv(tmp_path / "results.csv")
-    assert list(rows[0]) == CSV_COLUMNS and rows[0]["machine"].startswith("AMD EPYC")
+    assert list(rows[0]) == CSV_COLUMNS[:-1] and rows[0]["machine"].startswith("AMD EPYC")
     assert [r["machine"].split()[0] for r in rows] == [
         "AMD",
         "Intel",
@@ -512,6 +512,57 @@ def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
         assert (kept / name).read_bytes() == (tmp_path / name).read_bytes(), name
 
 
+def test_a_seed_trained_in_another_precision_is_reused_and_named(
+    tmp_path: Path, fake_train
+) -> None:
+    """Seed 1 trained in bf16 on a native-bf16 CPU, seed 2 later in float32 with `cpu_bf16: false`
+    (as on an AVX2 CPU): seed 1 is not trained again (the precision is how a run computes, like the
+    device; with `auto` one config already trains both ways), and the table, results.csv and the
+    kept files say which run trained in which precision."""
+    zen4 = {"cpu": "AMD EPYC", "cpu_core": "Zen 4", "capability": "AVX512", "native_bf16": True}
+    zen3 = {"cpu": "AMD EPYC", "cpu_core": "Zen 3", "capability": "AVX2", "native_bf16": False}
+
+    def train_on(machine, mode):
+        def trained(cfg, out_dir, *, progress=False):
+            fake_train(cfg, out_dir, progress=progress)
+            path = Path(out_dir) / "results.json"
+            record = json.loads(path.read_text(encoding="utf-8"))
+            record.update(machine=machine, mode=mode)
+            path.write_text(json.dumps(record), encoding="utf-8")
+
+        return trained
+
+    quiet = {"say": lambda _: None}
+    auto = ["train.cpu_bf16=auto"]  # tiny's own is false
+    run_compare("tiny", ["vanilla"], [1], tmp_path, overrides=auto,
+                train_fn=train_on(zen4, "bf16 + compile"), **quiet)  # fmt: skip
+    one = (tmp_path / "table.md").read_text(encoding="utf-8")
+    assert "- Machine: AMD EPYC (Zen 4, AVX512, native bf16) (all 1 runs)." in one  # one precision
+    assert "precision" not in (tmp_path / "results.csv").read_text(encoding="utf-8")
+    fp32 = ["train.cpu_bf16=false"]
+    run_compare("tiny", ["vanilla"], [1, 2], tmp_path, overrides=fp32,
+                train_fn=train_on(zen3, "float32 eager"), **quiet)  # fmt: skip
+    assert [p.name for p in fake_train.calls] == ["vanilla-seed1", "vanilla-seed2"]
+    table = (tmp_path / "table.md").read_text(encoding="utf-8")
+    assert (
+        "Runs on 2 machines or precisions, so a speed here may mix them and a BLEU the precision"
+        in table
+    )
+    assert (
+        "AMD EPYC (Zen 4, AVX512, native bf16), bf16 + compile: vanilla seed 1; "
+        "AMD EPYC (Zen 3, AVX2, bf16 emulated), float32 eager: vanilla seed 2." in table
+    )
+    rows = read_csv(tmp_path / "results.csv")
+    assert list(rows[0]) == CSV_COLUMNS
+    assert [r["precision"] for r in rows] == ["bf16 + compile", "float32 eager"]
+
+    kept = tmp_path.with_name(tmp_path.name + "-kept")
+    shutil.copytree(tmp_path, kept, ignore=shutil.ignore_patterns("runs"))
+    run_compare("tiny", ["vanilla"], [1, 2], kept, overrides=fp32, train=False, **quiet)
+    for name in ("table.md", "results.csv"):
+        assert (kept / name).read_bytes() == (tmp_path / name).read_bytes(), name
+
+
 def test_a_table_kept_before_runs_recorded_their_machine_keeps_its_columns(tmp_path: Path) -> None:
     """results.csv gets its `machine` column only when some run recorded one, so the tables kept
     before it come back from their files byte for byte."""
@@ -519,5 +570,5 @@ def test_a_table_kept_before_runs_recorded_their_machine_keeps_its_columns(tmp_p
 
     path = tmp_path / "results.csv"
     write_results_csv(path, [RunRecord("vanilla", 1, "", "ok", bleu=24.5)])
-    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == CSV_COLUMNS[:-1]
+    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == CSV_COLUMNS[:-2]
     assert read_results_csv(path)[0].machine == ""

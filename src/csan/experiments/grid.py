@@ -88,6 +88,9 @@ class RunRecord:
     signature: str = ""
     hyp_file: str = ""  # the test translations, for significance tests
     machine: str = ""  # where the run trained (:func:`csan.machine.machine_label`), when recorded
+    precision: str = (
+        ""  # how it trained (``mode`` of results.json: "bf16 + compile", "float32 eager")
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,9 +121,14 @@ def _finished(run_dir: Path) -> dict[str, Any] | None:
     return results
 
 
-# Keys that do not change what a run computes (or only add evaluation): a finished run is reused anyway.
+# Keys that do not change what a run computes (or only add evaluation), or, like the device and
+# compilation, change only how it computes it: a finished run is reused anyway. ``train.cpu_bf16``
+# (float32 or bf16 autocast on a CPU) is one of these: with ``auto`` the same config already trains in
+# bf16 on one CPU and in float32 on another, so the precision a run used is read from its results.json
+# (``mode``), and a table whose runs differ in it says which ran how (``report.machine_note``).
 IGNORED_KEYS = frozenset(
     {
+        "train.cpu_bf16",
         "data.data_dir",
         "train.threads",
         "train.device",
@@ -266,6 +274,7 @@ def collect(variant: str, seed: int, run_dir: Path, results: dict[str, Any]) -> 
         signature=str(test.get("signature", "")),
         hyp_file=str(hyp) if hyp is not None and hyp.is_file() else "",
         machine=machine_label(results.get("machine") or {}),
+        precision=str(results.get("mode") or ""),
     )
 
 

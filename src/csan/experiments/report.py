@@ -21,6 +21,7 @@ __all__ = [
     "caption",
     "context_grid",
     "machine_note",
+    "mixed_precision",
     "parse_cell",
     "read_results_csv",
     "seed_rows",
@@ -54,6 +55,7 @@ CSV_COLUMNS = [
     "translation",
     "run_dir",
     "machine",  # written only when some run recorded it (tables kept before stay as they were)
+    "precision",  # written only when the finished runs differ in it (see :func:`mixed_precision`)
 ]
 
 
@@ -84,6 +86,7 @@ def write_results_csv(path: Path, records: Sequence[RunRecord]) -> None:
     root = Path(path).parent
     with_machine = any(r.machine for r in records)
     columns = [c for c in CSV_COLUMNS if with_machine or c != "machine"]
+    columns = [c for c in columns if c != "precision" or mixed_precision(records)]
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -137,7 +140,7 @@ def read_results_csv(path: Path) -> list[RunRecord]:
     return records
 
 
-_TEXT_COLUMNS = {"variant", "status", "error", "stop_reason", "signature", "machine"}
+_TEXT_COLUMNS = {"variant", "status", "error", "stop_reason", "signature", "machine", "precision"}
 _RECORD_COLUMNS = [c for c in CSV_COLUMNS if c not in ("added_params", "run_dir", "translation")]
 
 
@@ -290,6 +293,20 @@ def context_grid(rows: Sequence[VariantSummary]) -> list[str]:
     return lines
 
 
+def mixed_precision(records: Sequence[RunRecord]) -> bool:
+    """Whether the finished runs trained in more than one precision (``RunRecord.precision``).
+
+    Example:
+        >>> runs = [RunRecord("vanilla", 1, "", "ok", precision="bf16 + compile"),
+        ...         RunRecord("vanilla", 2, "", "ok", precision="bf16 + compile")]
+        >>> mixed_precision(runs), mixed_precision([*runs, RunRecord("vanilla", 3, "", "ok")])
+        (False, False)
+        >>> mixed_precision([*runs, RunRecord("vanilla", 3, "", "ok", precision="float32 eager")])
+        True
+    """
+    return len({r.precision for r in records if r.status == "ok" and r.precision}) > 1
+
+
 def machine_note(records: Sequence[RunRecord]) -> str | None:
     """Where the finished runs trained: one machine, or which runs ran on which (their speeds then
     mix machines). None when no run recorded its machine (a table kept before runs did).
@@ -308,17 +325,33 @@ def machine_note(records: Sequence[RunRecord]) -> str | None:
         ...     print(part)
         AMD EPYC (AVX2, bf16 emulated): vanilla seed 1, csan1d seed 1
         Intel Xeon (AVX512, native bf16, AMX): vanilla seed 2.
+
+    When the runs differ in precision (:func:`mixed_precision`), each machine is named with it:
+
+        >>> bf16 = [RunRecord("vanilla", 1, "", "ok", machine=b, precision="bf16 + compile")]
+        >>> fp32 = [RunRecord("vanilla", 3, "", "ok", machine=a, precision="float32 eager")]
+        >>> print(machine_note(bf16 + fp32).split(": ", 1)[0])
+        Runs on 2 machines or precisions, so a speed here may mix them and a BLEU the precision (each run's machine and precision are in `results.csv`)
+        >>> machine_note(bf16 + fp32).split(": ", 1)[1]
+        'Intel Xeon (AVX512, native bf16, AMX), bf16 + compile: vanilla seed 1; AMD EPYC (AVX2, bf16 emulated), float32 eager: vanilla seed 3.'
     """
+    mixed = mixed_precision(records)
     by_machine: dict[str, list[str]] = {}
     for r in records:
-        if r.status == "ok" and r.machine:
-            by_machine.setdefault(r.machine, []).append(f"{r.variant} seed {r.seed}")
+        label = ", ".join(x for x in (r.machine, r.precision if mixed else "") if x)
+        if r.status == "ok" and label:
+            by_machine.setdefault(label, []).append(f"{r.variant} seed {r.seed}")
     if not by_machine:
         return None
     if len(by_machine) == 1:
         (machine, runs), *_ = by_machine.items()
         return f"Machine: {machine} (all {len(runs)} runs)."
     where = "; ".join(f"{m}: {', '.join(runs)}" for m, runs in by_machine.items())
+    if mixed:
+        return (
+            f"Runs on {len(by_machine)} machines or precisions, so a speed here may mix them and a "
+            f"BLEU the precision (each run's machine and precision are in `results.csv`): {where}."
+        )
     return (
         f"Runs on {len(by_machine)} machines, so a speed here may mix them (each run's machine is in "
         f"`results.csv`): {where}."
