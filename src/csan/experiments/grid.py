@@ -88,9 +88,7 @@ class RunRecord:
     signature: str = ""
     hyp_file: str = ""  # the test translations, for significance tests
     machine: str = ""  # where the run trained (:func:`csan.machine.machine_label`), when recorded
-    precision: str = (
-        ""  # how it trained (``mode`` of results.json: "bf16 + compile", "float32 eager")
-    )
+    precision: str = ""  # how it trained: results.json's ``mode``, e.g. "float32 eager"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,7 +126,6 @@ def _finished(run_dir: Path) -> dict[str, Any] | None:
 # (``mode``), and a table whose runs differ in it says which ran how (``report.machine_note``).
 IGNORED_KEYS = frozenset(
     {
-        "train.cpu_bf16",
         "data.data_dir",
         "train.threads",
         "train.device",
@@ -137,6 +134,7 @@ IGNORED_KEYS = frozenset(
         "train.log_every",
         "train.checkpoint_minutes",
         "train.compile",
+        "train.cpu_bf16",
     }
 )
 
