@@ -319,6 +319,57 @@ def test_budget_schedule_over_steps_averages_the_cooldown(
     assert meta["made_from"].startswith("average of 4 checkpoints (step_00000032")
 
 
+def _made_from(run: Path) -> str:
+    return json.loads((run / "model" / "config.json").read_text())["made_from"]
+
+
+def test_a_stop_in_the_cooldown_does_not_change_what_is_averaged(
+    tmp_path: Path, tiny_overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal at step 33 of 40 (in the cooldown) checkpoints there to resume from; the resumed run
+    averages what an uninterrupted run averages (steps 32, 35, 38, 40) and ends with the same
+    weights. A checkpoint timer that fires at every step adds none to the average either."""
+    import csan.training.trainer as trainer_module
+
+    overrides = [
+        *tiny_overrides, "train.schedule=budget", "train.max_steps=40", "train.warmup_fraction=0.25",
+        "train.cooldown_fraction=0.2", "train.average_last=3", "train.keep_last=1",
+        "train.log_every=1", "train.validate_every=null",
+    ]  # fmt: skip
+    cfg = load_config("tiny", overrides)
+    reference = tmp_path / "reference"
+    train(cfg, reference, progress=False)
+    expected = _made_from(reference)
+    assert expected == (
+        "average of 4 checkpoints (step_00000032, step_00000035, step_00000038, step_00000040)"
+    )
+
+    run, real, fired = tmp_path / "stopped", trainer_module.agree_to_stop, []
+
+    def signal_at_step_33(reason, stop, dist, *, max_minutes):
+        metrics = run / "metrics.jsonl"
+        lines = metrics.read_text().splitlines() if metrics.is_file() else []
+        steps = [r["step"] for r in map(json.loads, lines) if r["kind"] == "train"]
+        if not fired and steps and steps[-1] == 33:
+            fired.append(33)
+            return "signal SIGTERM", "SIGTERM"
+        return real(reason, stop, dist, max_minutes=max_minutes)
+
+    monkeypatch.setattr(trainer_module, "agree_to_stop", signal_at_step_33)
+    stopped = train(cfg, run, progress=False)
+    assert stopped.interrupted_by == "SIGTERM" and stopped.steps == 33
+    assert "step_00000033" in step_dirs(run)
+    resumed = train(cfg, run, progress=False)
+    assert resumed.steps == 40 and _made_from(run) == expected
+    ours, theirs = (load_file(r / "model" / "model.safetensors") for r in (run, reference))
+    assert all(torch.equal(ours[name], theirs[name]) for name in theirs)
+
+    timer = tmp_path / "timer"
+    train(load_config("tiny", [*overrides, "train.checkpoint_minutes=1e-9"]), timer, progress=False)
+    assert "step_00000033" in step_dirs(timer)  # written by the timer, kept (cooldown) ...
+    assert _made_from(timer) == expected  # ... and not averaged
+
+
 def test_budget_schedule_over_minutes_is_complete(
     tmp_path: Path, tiny_overrides: list[str]
 ) -> None:

@@ -175,6 +175,7 @@ class Trainer:
         self.interrupted_by: str | None = None
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = -1
+        self.last_ckpt_planned = True  # see save_checkpoint
         if resume_dir is not None:
             self._resume(resume_dir)
         if self.runtime.compile:
@@ -216,19 +217,30 @@ class Trainer:
         return nullcontext()
 
     # -- checkpoints ------------------------------------------------------------------------------
-    def save_checkpoint(self, *, is_best: bool = False) -> None:
-        """Write ``checkpoints/step_N`` aside, rename it into place, then point ``LAST`` at it."""
-        if not self.is_main or self.last_ckpt_step == self.step:
+    def save_checkpoint(self, *, is_best: bool = False, planned: bool = True) -> None:
+        """Write ``checkpoints/step_N`` aside, rename it into place, then point ``LAST`` at it.
+
+        ``planned=False``: a checkpoint only to resume from (a signal's, the ``checkpoint_minutes``
+        timer's). Its counters say ``unplanned`` and the final model does not average it
+        (:func:`csan.training.final_model.write_final_model`), so where a run was stopped and
+        resumed, or how slow its machine was, does not change which checkpoints it averages. A
+        planned checkpoint at the step of an unplanned one (a signal at an epoch's last step, then
+        the resumed run's validation) writes it again as planned."""
+        done = self.last_ckpt_step == self.step and (self.last_ckpt_planned or not planned)
+        if not self.is_main or done:
             if is_best and self.is_main:
                 self.checkpoints.point("BEST", self.step)
             return
+        counters = self.progress.counters(cooldown_step=self.budget.cooldown_step)
+        if not planned:
+            counters["unplanned"] = True
         refused = self.checkpoints.save_state(
             self.step,
             model=self.model,
             cfg=self.cfg,
             spm_bytes=self.data.spm.to_bytes(),
             optimizer=self.optimizer,
-            counters=self.progress.counters(cooldown_step=self.budget.cooldown_step),
+            counters=counters,
             is_best=is_best,
             protect_from=self.budget.cooldown_step,
         )
@@ -237,6 +249,7 @@ class Trainer:
             return
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = self.step
+        self.last_ckpt_planned = planned
 
     def _resume(self, folder: Path) -> None:
         meta = self.checkpoints.load_state(folder, model=self.model, optimizer=self.optimizer)
@@ -244,6 +257,7 @@ class Trainer:
         self.progress = Progress.from_counters(meta)
         self.budget.cooldown_step = meta.get("cooldown_step")
         self.last_ckpt_step = self.step
+        self.last_ckpt_planned = not meta.get("unplanned", False)
         self.say(f"resuming from step {self.step} ({folder})")
 
     # -- one optimizer step -----------------------------------------------------------------------
@@ -308,7 +322,8 @@ class Trainer:
                 )
             while stop_reason is None:
                 stop_reason = self._run_epoch(stop)
-            self.save_checkpoint()  # a second signal would interrupt this, atomically
+            # a second signal would interrupt this, atomically
+            self.save_checkpoint(planned=self.interrupted_by is None)
         if self.interrupted_by:
             self.say(
                 f"training interrupted by {self.interrupted_by} at step {self.step}: "
@@ -366,8 +381,12 @@ class Trainer:
                     cooldown_point = self.budget.cooldown_checkpoint_due(self.step, p.wall_seconds)
                     if tc.validate_every is not None and self.step % tc.validate_every == 0:
                         self._validate_and_save()
-                    elif self._checkpoint_due() or cooldown_point:
-                        self.save_checkpoint()
+                    else:
+                        every = (
+                            tc.checkpoint_every is not None and self.step % tc.checkpoint_every == 0
+                        )
+                        if every or cooldown_point or self._timer_due():
+                            self.save_checkpoint(planned=every or cooldown_point)
                 reason = self.stop_vote(stop)
                 if reason:
                     return reason
@@ -379,11 +398,9 @@ class Trainer:
             self._validate_and_save()
         return self.stop_vote(stop)
 
-    def _checkpoint_due(self) -> bool:
-        tc = self.cfg.train
-        if tc.checkpoint_every is not None and self.step % tc.checkpoint_every == 0:
-            return True
-        minutes = tc.checkpoint_minutes
+    def _timer_due(self) -> bool:
+        """Whether ``checkpoint_minutes`` have passed since the last checkpoint."""
+        minutes = self.cfg.train.checkpoint_minutes
         return minutes is not None and time.monotonic() - self.last_ckpt_time >= minutes * 60
 
     def _validate_and_save(self) -> None:
@@ -412,7 +429,7 @@ class Trainer:
 
     def finish(self, stop_reason: str) -> TrainResult:
         """Last checkpoint, final model, test scores (not after a signal), ``results.json``."""
-        self.save_checkpoint()
+        self.save_checkpoint(planned=self.interrupted_by is None)
         p, tc = self.progress, self.cfg.train
         wall = p.wall_seconds
         tests: dict[str, dict[str, Any]] = {}
