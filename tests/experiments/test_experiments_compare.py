@@ -461,6 +461,18 @@ def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> 
     assert load_config("converged-multi30k-fp32") != load_config("converged-multi30k")
 
 
+def _trained_on(fake_train, **recorded):
+    """``fake_train``, then ``recorded`` (the machine, the precision) written into results.json."""
+
+    def trained(cfg, out_dir, *, progress=False):
+        fake_train(cfg, out_dir, progress=progress)
+        path = Path(out_dir) / "results.json"
+        record = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**record, **recorded}), encoding="utf-8")
+
+    return trained
+
+
 def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
     tmp_path: Path, fake_train
 ) -> None:
@@ -470,20 +482,25 @@ def test_a_grid_resumed_on_another_machine_says_which_runs_ran_where(
     amd = {"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False, "threads": 2}
     intel = {"cpu": "Intel Xeon", "capability": "AVX512", "native_bf16": True, "amx_bf16": True}
 
-    def train_on(machine):
-        def trained(cfg, out_dir, *, progress=False):
-            fake_train(cfg, out_dir, progress=progress)
-            path = Path(out_dir) / "results.json"
-            record = json.loads(path.read_text(encoding="utf-8"))
-            path.write_text(json.dumps({**record, "machine": machine}), encoding="utf-8")
-
-        return trained
-
     quiet = {"say": lambda _: None}
-    run_compare("tiny", ["vanilla", "csan1d"], [1], tmp_path, train_fn=train_on(amd), **quiet)
+    run_compare(
+        "tiny",
+        ["vanilla", "csan1d"],
+        [1],
+        tmp_path,
+        train_fn=_trained_on(fake_train, machine=amd),
+        **quiet,
+    )
     one = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert "- Machine: AMD EPYC (AVX2, bf16 emulated), 2 threads (all 2 runs)." in one
-    run_compare("tiny", ["vanilla", "csan1d"], [1, 2], tmp_path, train_fn=train_on(intel), **quiet)
+    run_compare(
+        "tiny",
+        ["vanilla", "csan1d"],
+        [1, 2],
+        tmp_path,
+        train_fn=_trained_on(fake_train, machine=intel),
+        **quiet,
+    )
     assert [p.name for p in fake_train.calls] == [
         "vanilla-seed1",
         "csan1d-seed1",
@@ -522,26 +539,16 @@ def test_a_seed_trained_in_another_precision_is_reused_and_named(
     zen4 = {"cpu": "AMD EPYC", "cpu_core": "Zen 4", "capability": "AVX512", "native_bf16": True}
     zen3 = {"cpu": "AMD EPYC", "cpu_core": "Zen 3", "capability": "AVX2", "native_bf16": False}
 
-    def train_on(machine, mode):
-        def trained(cfg, out_dir, *, progress=False):
-            fake_train(cfg, out_dir, progress=progress)
-            path = Path(out_dir) / "results.json"
-            record = json.loads(path.read_text(encoding="utf-8"))
-            record.update(machine=machine, mode=mode)
-            path.write_text(json.dumps(record), encoding="utf-8")
-
-        return trained
-
     quiet = {"say": lambda _: None}
     auto = ["train.cpu_bf16=auto"]  # tiny's own is false
     run_compare("tiny", ["vanilla"], [1], tmp_path, overrides=auto,
-                train_fn=train_on(zen4, "bf16 + compile"), **quiet)  # fmt: skip
+                train_fn=_trained_on(fake_train, machine=zen4, mode="bf16 + compile"), **quiet)  # fmt: skip
     one = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert "- Machine: AMD EPYC (Zen 4, AVX512, native bf16) (all 1 runs)." in one  # one precision
     assert "precision" not in (tmp_path / "results.csv").read_text(encoding="utf-8")
     fp32 = ["train.cpu_bf16=false"]
     run_compare("tiny", ["vanilla"], [1, 2], tmp_path, overrides=fp32,
-                train_fn=train_on(zen3, "float32 eager"), **quiet)  # fmt: skip
+                train_fn=_trained_on(fake_train, machine=zen3, mode="float32 eager"), **quiet)  # fmt: skip
     assert [p.name for p in fake_train.calls] == ["vanilla-seed1", "vanilla-seed2"]
     table = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert (

@@ -190,12 +190,12 @@ def _measure(
     runs = {"repeats": repeats, "warmup": warmup, "device": device}
     fwd = interleaved_ms({name: forward(kn) for name, kn in kernels.items()}, **runs)
     fwd_bwd = interleaved_ms({name: train(kn) for name, kn in kernels.items()}, **runs)
+    gradients = 3 * q.numel() * q.element_size()  # live together when the backward ends
     rows: dict[str, dict[str, Any]] = {}
     for name, kernel in kernels.items():
         row: dict[str, Any] = {"forward_ms": fwd[name], "train_ms": fwd_bwd[name]}
         if memory:
             peak = peak_bytes(train(kernel), device)
-            gradients = 3 * q.numel() * q.element_size()  # live together when backward ends
             if peak < gradients:
                 raise RuntimeError(
                     f"{name}: a peak of {peak} bytes is below its three gradients' {gradients}: "

@@ -84,9 +84,8 @@ def write_results_csv(path: Path, records: Sequence[RunRecord]) -> None:
     """
     base = _first(r.params for r in records if r.variant == records[0].variant) if records else None
     root = Path(path).parent
-    with_machine = any(r.machine for r in records)
-    columns = [c for c in CSV_COLUMNS if with_machine or c != "machine"]
-    columns = [c for c in columns if c != "precision" or mixed_precision(records)]
+    optional = {"machine": any(r.machine for r in records), "precision": mixed_precision(records)}
+    columns = [c for c in CSV_COLUMNS if optional.get(c, True)]
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -347,14 +346,14 @@ def machine_note(records: Sequence[RunRecord]) -> str | None:
         (machine, runs), *_ = by_machine.items()
         return f"Machine: {machine} (all {len(runs)} runs)."
     where = "; ".join(f"{m}: {', '.join(runs)}" for m, runs in by_machine.items())
-    if mixed:
-        return (
-            f"Runs on {len(by_machine)} machines or precisions, so a speed here may mix them and a "
-            f"BLEU the precision (each run's machine and precision are in `results.csv`): {where}."
-        )
+    kinds, bleu, kept = (
+        ("machines or precisions", " and a BLEU the precision", "machine and precision are")
+        if mixed
+        else ("machines", "", "machine is")
+    )
     return (
-        f"Runs on {len(by_machine)} machines, so a speed here may mix them (each run's machine is in "
-        f"`results.csv`): {where}."
+        f"Runs on {len(by_machine)} {kinds}, so a speed here may mix them{bleu} (each run's {kept} "
+        f"in `results.csv`): {where}."
     )
 
 

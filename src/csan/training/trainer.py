@@ -378,15 +378,14 @@ class Trainer:
                         if self.log_lines:
                             self.say(train_line(record, eta=eta))
                         window.reset()
-                    cooldown_point = self.budget.cooldown_checkpoint_due(self.step, p.wall_seconds)
+                    # planned: a cooldown point of the budget schedule, or checkpoint_every
+                    planned = self.budget.cooldown_checkpoint_due(self.step, p.wall_seconds) or (
+                        tc.checkpoint_every is not None and self.step % tc.checkpoint_every == 0
+                    )
                     if tc.validate_every is not None and self.step % tc.validate_every == 0:
                         self._validate_and_save()
-                    else:
-                        every = (
-                            tc.checkpoint_every is not None and self.step % tc.checkpoint_every == 0
-                        )
-                        if every or cooldown_point or self._timer_due():
-                            self.save_checkpoint(planned=every or cooldown_point)
+                    elif planned or self._timer_due():
+                        self.save_checkpoint(planned=planned)
                 reason = self.stop_vote(stop)
                 if reason:
                     return reason
