@@ -18,6 +18,15 @@
 # --keep: the full grid's table (nothing left to train) is written in OUT, copied into KEPT beside the
 # runs kept there, and checked: `csan compare ... --report-only` on a copy of KEPT gives table.md,
 # results.csv and summary.json back byte for byte.
+#
+# --keep with SEEDS_FROM="DIR:SEEDS ...": a table whose seeds come from several kept blocks (each DIR a
+# KEPT folder of this script, e.g. seeds 1-2 of one precision and seed 3 of another). OUT starts from
+# those runs alone (each one must have finished), the table is written in KEPT, a folder of its own
+# without runs/, and `--report-only` on a copy of it gives it back from its results.csv and
+# translations/. For example (seeds 1-2 in bf16, seed 3 in float32):
+#
+#   SEEDS_FROM="benchmarks/results/converged-multi30k-cpu:1,2 benchmarks/results/converged-multi30k-fp32-cpu:3" \
+#     KEPT=benchmarks/results/converged-multi30k-3seeds bash benchmarks/converged.sh --keep runs/converged-3seeds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keep=false
@@ -50,6 +59,21 @@ finished() {  # finished RUN_DIR: results.json says the run ended (not stopped b
 }
 
 mkdir -p "$out/runs"
+if $keep && [ -n "${SEEDS_FROM:-}" ]; then  # each seed's runs from the block named for it, nothing else
+  read -r -a blocks <<< "$SEEDS_FROM"
+  for block in "${blocks[@]}"; do
+    dir=${block%:*}
+    IFS=, read -r -a block_seeds <<< "${block##*:}"
+    for seed in "${block_seeds[@]}"; do
+      for variant in "${variants[@]}"; do
+        run="$dir/runs/$variant-seed$seed"
+        finished "$run" || { echo "converged: $run is not a finished run" >&2; exit 1; }
+        rm -rf "${out:?}/runs/$variant-seed$seed"
+        copy_run "$run" "$out/runs/$variant-seed$seed"
+      done
+    done
+  done
+fi
 for run in "$kept"/runs/*/; do  # runs finished in an earlier session, on any machine
   [ -d "$run" ] || continue
   name=$(basename "$run")
@@ -73,6 +97,7 @@ if ! $keep; then
 fi
 
 "$csan" compare "${grid[@]}" --out "$out" --no-progress
+mkdir -p "$kept"
 for name in table.md results.csv summary.json machine.json bleu.png; do cp "$out/$name" "$kept/"; done
 mkdir -p "$kept/translations"
 cp "$out"/translations/*.hyp.gz "$kept/translations/"  # the runs themselves were kept as they finished
