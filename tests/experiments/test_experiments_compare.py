@@ -6,7 +6,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -579,3 +582,64 @@ def test_a_table_kept_before_runs_recorded_their_machine_keeps_its_columns(tmp_p
     write_results_csv(path, [RunRecord("vanilla", 1, "", "ok", bleu=24.5)])
     assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == CSV_COLUMNS[:-2]
     assert read_results_csv(path)[0].machine == ""
+
+
+def test_the_converged_script_joins_seeds_kept_in_two_blocks(compared, tmp_path: Path) -> None:
+    """`benchmarks/converged.sh --keep` with SEEDS_FROM (issue 20's final table: seeds 1-2 in bf16,
+    seed 3 in float32): each seed's runs come from its own kept block, the table is written in a
+    folder without runs/ that gives it back by itself, and it names each run's precision; a block
+    with an unfinished run is refused before anything is written."""
+    out, _, _ = compared
+    blocks = {1: tmp_path / "bf16", 2: tmp_path / "fp32"}
+    recorded = {
+        1: {"machine": {"cpu": "AMD EPYC", "capability": "AVX512", "native_bf16": True},
+            "mode": "bf16 + compile"},
+        2: {"machine": {"cpu": "AMD EPYC", "capability": "AVX2", "native_bf16": False},
+            "mode": "float32 eager"},
+    }  # fmt: skip
+    for seed, block in blocks.items():
+        for variant in ("vanilla", "csan1d"):
+            run = block / "runs" / f"{variant}-seed{seed}"
+            shutil.copytree(out / "runs" / run.name, run)
+            results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+            (run / "results.json").write_text(json.dumps({**results, **recorded[seed]}), "utf-8")
+    csan = tmp_path / "csan"
+    csan.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m csan "$@"\n', encoding="utf-8")
+    csan.chmod(0o755)
+    script = Path(__file__).parents[2] / "benchmarks" / "converged.sh"
+
+    def keep(table: Path) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "CSAN": str(csan),
+            "CONFIG": str(out / "runs" / "vanilla-seed1" / "config.yaml"),  # tiny, as trained
+            "VARIANTS": "vanilla csan1d",
+            "SEEDS": "1 2",
+            "SEEDS_FROM": f"{blocks[1]}:1 {blocks[2]}:2",
+            "KEPT": str(table),
+        }
+        command = ["bash", str(script), "--keep", str(tmp_path / "work")]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+
+    done = keep(tmp_path / "table")
+    assert done.returncode == 0, done.stderr
+    for name in ("table.md", "results.csv", "summary.json"):
+        assert f"converged: {name} comes back the same from {tmp_path / 'table'}" in done.stdout
+    work = sorted(p.name for p in (tmp_path / "work" / "runs").iterdir())
+    assert work == ["csan1d-seed1", "csan1d-seed2", "vanilla-seed1", "vanilla-seed2"]
+    assert not list((tmp_path / "work" / "runs").glob("*/checkpoints"))  # none trained again
+    assert not (tmp_path / "table" / "runs").exists()
+    assert len(list((tmp_path / "table" / "translations").glob("*.hyp.gz"))) == 4
+    table = (tmp_path / "table" / "table.md").read_text(encoding="utf-8")
+    assert "bf16 + compile: vanilla seed 1, csan1d seed 1" in table
+    assert "float32 eager: vanilla seed 2, csan1d seed 2." in table
+    rows = read_csv(tmp_path / "table" / "results.csv")
+    assert [(r["seed"], r["precision"]) for r in rows] == [
+        ("1", "bf16 + compile"), ("2", "float32 eager"), ("1", "bf16 + compile"), ("2", "float32 eager")
+    ]  # fmt: skip
+
+    (blocks[2] / "runs" / "csan1d-seed2" / "results.json").unlink()
+    refused = keep(tmp_path / "refused")
+    assert refused.returncode != 0
+    assert f"converged: {blocks[2]}/runs/csan1d-seed2 is not a finished run" in refused.stderr
+    assert not (tmp_path / "refused").exists()
