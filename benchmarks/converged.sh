@@ -20,10 +20,10 @@
 # results.csv and summary.json back byte for byte.
 #
 # --keep with SEEDS_FROM="DIR:SEEDS ...": a table whose seeds come from several kept blocks (each DIR a
-# KEPT folder of this script, e.g. seeds 1-2 of one precision and seed 3 of another). OUT starts from
-# those runs alone (each one must have finished), the table is written in KEPT, a folder of its own
-# without runs/, and `--report-only` on a copy of it gives it back from its results.csv and
-# translations/. For example (seeds 1-2 in bf16, seed 3 in float32):
+# KEPT folder of this script, e.g. seeds 1-2 of one precision and seed 3 of another). OUT, a new
+# folder, starts from those runs alone (each one must have finished; an OUT with runs is refused, so
+# no run folder is replaced), the table is written in KEPT, a folder of its own without runs/, and
+# `--report-only` on a copy of it gives it back from its results.csv and translations/. For example (seeds 1-2 in bf16, seed 3 in float32):
 #
 #   SEEDS_FROM="benchmarks/results/converged-multi30k-cpu:1,2 benchmarks/results/converged-multi30k-fp32-cpu:3" \
 #     KEPT=benchmarks/results/converged-multi30k-3seeds bash benchmarks/converged.sh --keep runs/converged-3seeds
@@ -58,22 +58,30 @@ finished() {  # finished RUN_DIR: results.json says the run ended (not stopped b
   [ -f "$1/results.json" ] && ! grep -q '"stop_reason": "signal' "$1/results.json"
 }
 
-mkdir -p "$out/runs"
 if $keep && [ -n "${SEEDS_FROM:-}" ]; then  # each seed's runs from the block named for it, nothing else
+  if [ -n "$(ls -A "$out/runs" 2>/dev/null)" ]; then  # never replace a run folder (and its checkpoints)
+    echo "converged: $out/runs is not empty; SEEDS_FROM builds the table in a new folder" >&2
+    exit 1
+  fi
   read -r -a blocks <<< "$SEEDS_FROM"
-  for block in "${blocks[@]}"; do
-    dir=${block%:*}
-    IFS=, read -r -a block_seeds <<< "${block##*:}"
-    for seed in "${block_seeds[@]}"; do
-      for variant in "${variants[@]}"; do
-        run="$dir/runs/$variant-seed$seed"
-        finished "$run" || { echo "converged: $run is not a finished run" >&2; exit 1; }
-        rm -rf "${out:?}/runs/$variant-seed$seed"
-        copy_run "$run" "$out/runs/$variant-seed$seed"
+  for pass in check copy; do  # every run is checked before any is copied
+    for block in "${blocks[@]}"; do
+      dir=${block%:*}
+      IFS=, read -r -a block_seeds <<< "${block##*:}"
+      for seed in "${block_seeds[@]}"; do
+        for variant in "${variants[@]}"; do
+          run="$dir/runs/$variant-seed$seed"
+          if [ "$pass" = check ]; then
+            finished "$run" || { echo "converged: $run is not a finished run" >&2; exit 1; }
+          else
+            copy_run "$run" "$out/runs/$variant-seed$seed"
+          fi
+        done
       done
     done
   done
 fi
+mkdir -p "$out/runs"
 for run in "$kept"/runs/*/; do  # runs finished in an earlier session, on any machine
   [ -d "$run" ] || continue
   name=$(basename "$run")

@@ -587,8 +587,9 @@ def test_a_table_kept_before_runs_recorded_their_machine_keeps_its_columns(tmp_p
 def test_the_converged_script_joins_seeds_kept_in_two_blocks(compared, tmp_path: Path) -> None:
     """`benchmarks/converged.sh --keep` with SEEDS_FROM (issue 20's final table: seeds 1-2 in bf16,
     seed 3 in float32): each seed's runs come from its own kept block, the table is written in a
-    folder without runs/ that gives it back by itself, and it names each run's precision; a block
-    with an unfinished run is refused before anything is written."""
+    folder without runs/ that gives it back by itself, and it names each run's precision; a work
+    folder that holds runs, or a block with an unfinished run, is refused before anything is
+    written."""
     out, _, _ = compared
     blocks = {1: tmp_path / "bf16", 2: tmp_path / "fp32"}
     recorded = {
@@ -608,7 +609,7 @@ def test_the_converged_script_joins_seeds_kept_in_two_blocks(compared, tmp_path:
     csan.chmod(0o755)
     script = Path(__file__).parents[2] / "benchmarks" / "converged.sh"
 
-    def keep(table: Path) -> subprocess.CompletedProcess[str]:
+    def keep(table: Path, work: Path) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
             "CSAN": str(csan),
@@ -618,10 +619,10 @@ def test_the_converged_script_joins_seeds_kept_in_two_blocks(compared, tmp_path:
             "SEEDS_FROM": f"{blocks[1]}:1 {blocks[2]}:2",
             "KEPT": str(table),
         }
-        command = ["bash", str(script), "--keep", str(tmp_path / "work")]
+        command = ["bash", str(script), "--keep", str(work)]
         return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
 
-    done = keep(tmp_path / "table")
+    done = keep(tmp_path / "table", tmp_path / "work")
     assert done.returncode == 0, done.stderr
     for name in ("table.md", "results.csv", "summary.json"):
         assert f"converged: {name} comes back the same from {tmp_path / 'table'}" in done.stdout
@@ -638,8 +639,11 @@ def test_the_converged_script_joins_seeds_kept_in_two_blocks(compared, tmp_path:
         ("1", "bf16 + compile"), ("2", "float32 eager"), ("1", "bf16 + compile"), ("2", "float32 eager")
     ]  # fmt: skip
 
+    again = keep(tmp_path / "again", tmp_path / "work")  # a folder with runs: none replaced
+    assert again.returncode != 0 and f"{tmp_path / 'work'}/runs is not empty" in again.stderr
     (blocks[2] / "runs" / "csan1d-seed2" / "results.json").unlink()
-    refused = keep(tmp_path / "refused")
+    refused = keep(tmp_path / "refused", tmp_path / "work2")
     assert refused.returncode != 0
     assert f"converged: {blocks[2]}/runs/csan1d-seed2 is not a finished run" in refused.stderr
-    assert not (tmp_path / "refused").exists()
+    assert not (tmp_path / "refused").exists() and not (tmp_path / "again").exists()
+    assert not list((tmp_path / "work2").glob("runs/*"))  # checked before any run was copied
