@@ -23,7 +23,8 @@
 # KEPT folder of this script, e.g. seeds 1-2 of one precision and seed 3 of another). OUT, a new
 # folder, starts from those runs alone (each one must have finished; an OUT with runs is refused, so
 # no run folder is replaced), the table is written in KEPT, a folder of its own without runs/, and
-# `--report-only` on a copy of it gives it back from its results.csv and translations/. For example (seeds 1-2 in bf16, seed 3 in float32):
+# `--report-only` on a copy of it gives it back from its results.csv and translations/. For example
+# (seeds 1-2 in bf16, seed 3 in float32):
 #
 #   SEEDS_FROM="benchmarks/results/converged-multi30k-cpu:1,2 benchmarks/results/converged-multi30k-fp32-cpu:3" \
 #     KEPT=benchmarks/results/converged-multi30k-3seeds bash benchmarks/converged.sh --keep runs/converged-3seeds
@@ -64,22 +65,17 @@ if $keep && [ -n "${SEEDS_FROM:-}" ]; then  # each seed's runs from the block na
     exit 1
   fi
   read -r -a blocks <<< "$SEEDS_FROM"
-  for pass in check copy; do  # every run is checked before any is copied
-    for block in "${blocks[@]}"; do
-      dir=${block%:*}
-      IFS=, read -r -a block_seeds <<< "${block##*:}"
-      for seed in "${block_seeds[@]}"; do
-        for variant in "${variants[@]}"; do
-          run="$dir/runs/$variant-seed$seed"
-          if [ "$pass" = check ]; then
-            finished "$run" || { echo "converged: $run is not a finished run" >&2; exit 1; }
-          else
-            copy_run "$run" "$out/runs/$variant-seed$seed"
-          fi
-        done
-      done
+  from=()  # the kept run folders, every one checked finished before any is copied
+  for block in "${blocks[@]}"; do
+    IFS=, read -r -a block_seeds <<< "${block##*:}"
+    for seed in "${block_seeds[@]}"; do
+      for variant in "${variants[@]}"; do from+=("${block%:*}/runs/$variant-seed$seed"); done
     done
   done
+  for run in "${from[@]}"; do
+    finished "$run" || { echo "converged: $run is not a finished run" >&2; exit 1; }
+  done
+  for run in "${from[@]}"; do copy_run "$run" "$out/runs/$(basename "$run")"; done
 fi
 mkdir -p "$out/runs"
 for run in "$kept"/runs/*/; do  # runs finished in an earlier session, on any machine

@@ -464,14 +464,19 @@ def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> 
     assert load_config("converged-multi30k-fp32") != load_config("converged-multi30k")
 
 
+def _record(run: Path, **recorded) -> None:
+    """Write ``recorded`` (the machine, the precision) into ``run``'s results.json."""
+    path = Path(run) / "results.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**record, **recorded}), encoding="utf-8")
+
+
 def _trained_on(fake_train, **recorded):
-    """``fake_train``, then ``recorded`` (the machine, the precision) written into results.json."""
+    """``fake_train``, then ``recorded`` written into the run's results.json."""
 
     def trained(cfg, out_dir, *, progress=False):
         fake_train(cfg, out_dir, progress=progress)
-        path = Path(out_dir) / "results.json"
-        record = json.loads(path.read_text(encoding="utf-8"))
-        path.write_text(json.dumps({**record, **recorded}), encoding="utf-8")
+        _record(out_dir, **recorded)
 
     return trained
 
@@ -602,8 +607,7 @@ def test_the_converged_script_joins_seeds_kept_in_two_blocks(compared, tmp_path:
         for variant in ("vanilla", "csan1d"):
             run = block / "runs" / f"{variant}-seed{seed}"
             shutil.copytree(out / "runs" / run.name, run)
-            results = json.loads((run / "results.json").read_text(encoding="utf-8"))
-            (run / "results.json").write_text(json.dumps({**results, **recorded[seed]}), "utf-8")
+            _record(run, **recorded[seed])
     csan = tmp_path / "csan"
     csan.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m csan "$@"\n', encoding="utf-8")
     csan.chmod(0o755)
