@@ -464,7 +464,7 @@ def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> 
     assert load_config("converged-multi30k-fp32") != load_config("converged-multi30k")
 
 
-def _record(run: Path, **recorded) -> None:
+def _record(run: str | Path, **recorded) -> None:
     """Write ``recorded`` (the machine, the precision) into ``run``'s results.json."""
     path = Path(run) / "results.json"
     record = json.loads(path.read_text(encoding="utf-8"))
