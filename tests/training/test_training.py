@@ -326,9 +326,10 @@ def _made_from(run: Path) -> str:
 def test_a_stop_in_the_cooldown_does_not_change_what_is_averaged(
     tmp_path: Path, tiny_overrides: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A signal at step 33 of 40 (in the cooldown) checkpoints there to resume from; the resumed run
-    averages what an uninterrupted run averages (steps 32, 35, 38, 40) and ends with the same
-    weights. A checkpoint timer that fires at every step adds none to the average either."""
+    """A signal in the cooldown (at step 33 of 40, and at step 36, after its second point)
+    checkpoints there to resume from; the resumed run averages what an uninterrupted run averages
+    (steps 32, 35, 38, 40), writes no other checkpoint, and ends with the same weights. A
+    checkpoint timer that fires at every step adds none to the average either."""
     import csan.training.trainer as trainer_module
 
     overrides = [
@@ -344,25 +345,29 @@ def test_a_stop_in_the_cooldown_does_not_change_what_is_averaged(
         "average of 4 checkpoints (step_00000032, step_00000035, step_00000038, step_00000040)"
     )
 
-    run, real, fired = tmp_path / "stopped", trainer_module.agree_to_stop, []
+    real = trainer_module.agree_to_stop
+    for stop_at in (33, 36):  # 36: the first step after the resume is past the point at 35
+        run, fired = tmp_path / f"stopped-{stop_at}", []
 
-    def signal_at_step_33(reason, stop, dist, *, max_minutes):
-        metrics = run / "metrics.jsonl"
-        lines = metrics.read_text().splitlines() if metrics.is_file() else []
-        steps = [r["step"] for r in map(json.loads, lines) if r["kind"] == "train"]
-        if not fired and steps and steps[-1] == 33:
-            fired.append(33)
-            return "signal SIGTERM", "SIGTERM"
-        return real(reason, stop, dist, max_minutes=max_minutes)
+        def signal_at(reason, stop, dist, *, max_minutes, run=run, fired=fired, stop_at=stop_at):
+            metrics = run / "metrics.jsonl"
+            lines = metrics.read_text().splitlines() if metrics.is_file() else []
+            steps = [r["step"] for r in map(json.loads, lines) if r["kind"] == "train"]
+            if not fired and steps and steps[-1] == stop_at:
+                fired.append(stop_at)
+                return "signal SIGTERM", "SIGTERM"
+            return real(reason, stop, dist, max_minutes=max_minutes)
 
-    monkeypatch.setattr(trainer_module, "agree_to_stop", signal_at_step_33)
-    stopped = train(cfg, run, progress=False)
-    assert stopped.interrupted_by == "SIGTERM" and stopped.steps == 33
-    assert "step_00000033" in step_dirs(run)
-    resumed = train(cfg, run, progress=False)
-    assert resumed.steps == 40 and _made_from(run) == expected
-    ours, theirs = (load_file(r / "model" / "model.safetensors") for r in (run, reference))
-    assert all(torch.equal(ours[name], theirs[name]) for name in theirs)
+        monkeypatch.setattr(trainer_module, "agree_to_stop", signal_at)
+        stopped = train(cfg, run, progress=False)
+        assert stopped.interrupted_by == "SIGTERM" and stopped.steps == stop_at
+        assert f"step_{stop_at:08d}" in step_dirs(run)
+        resumed = train(cfg, run, progress=False)
+        assert resumed.steps == 40 and _made_from(run) == expected
+        assert step_dirs(run) == sorted({*step_dirs(reference), f"step_{stop_at:08d}"})
+        ours, theirs = (load_file(r / "model" / "model.safetensors") for r in (run, reference))
+        assert all(torch.equal(ours[name], theirs[name]) for name in theirs)
+    monkeypatch.setattr(trainer_module, "agree_to_stop", real)
 
     timer = tmp_path / "timer"
     train(load_config("tiny", [*overrides, "train.checkpoint_minutes=1e-9"]), timer, progress=False)

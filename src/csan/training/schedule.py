@@ -152,6 +152,19 @@ class Budget:
             max_seconds=self.max_seconds or 0.0,
         )
 
+    def resume(self, *, step: int, seconds: float, cooldown_step: int | None) -> None:
+        """Carry on from a checkpoint at ``step`` after ``seconds``: the next call of
+        :meth:`cooldown_checkpoint_due` counts from there, as the run that wrote it would have.
+
+        Example (stopped at step 91 of 100, resumed in a new process):
+            >>> budget = Budget(max_steps=100, max_seconds=None, cooldown_fraction=0.2, average_last=4)
+            >>> budget.resume(step=91, seconds=0.0, cooldown_step=80)
+            >>> [s for s in range(92, 101) if budget.cooldown_checkpoint_due(s, 0.0)]
+            [95]
+        """
+        self.cooldown_step = cooldown_step
+        self._last = self.used(step, seconds)
+
     def cooldown_checkpoint_due(self, step: int, seconds: float) -> bool:
         """A checkpoint at each of ``average_last`` points spread over the cooldown (called once per
         step); records :attr:`cooldown_step`, from which the final model averages."""

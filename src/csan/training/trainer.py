@@ -255,7 +255,13 @@ class Trainer:
         meta = self.checkpoints.load_state(folder, model=self.model, optimizer=self.optimizer)
         apply_optimizer_settings(self.optimizer, self.cfg.train)  # the config's, not the saved
         self.progress = Progress.from_counters(meta)
-        self.budget.cooldown_step = meta.get("cooldown_step")
+        # where the budget stood, or the first step after the resume would look like a new slot
+        # of the cooldown and write a checkpoint that the final model averages
+        self.budget.resume(
+            step=self.step,
+            seconds=self.progress.wall_seconds,
+            cooldown_step=meta.get("cooldown_step"),
+        )
         self.last_ckpt_step = self.step
         self.last_ckpt_planned = not meta.get("unplanned", False)
         self.say(f"resuming from step {self.step} ({folder})")
