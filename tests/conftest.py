@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -125,8 +126,18 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_overrides: list[str]
     return out
 
 
+# Executables that torch.compile runs in the background (Triton's ``ptxas`` on CUDA): the folders of
+# the packages that ship them.
+_COMPILERS = tuple(
+    str(Path(spec.origin).parent).encode()
+    for spec in map(importlib.util.find_spec, ("torch", "triton"))
+    if spec is not None and spec.origin is not None
+)
+
+
 def _descendants(root: int) -> dict[int, str]:
-    """The live processes under ``root`` (children, their children, ...): pid -> command line."""
+    """The live processes under ``root`` (children, their children, ...): pid -> command line; not
+    torch.compile's worker pool, nor the compilers it runs (``ptxas`` on CUDA), which it owns."""
     parent: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -145,6 +156,8 @@ def _descendants(root: int) -> dict[int, str]:
                     cmd = (Path("/proc") / str(child) / "cmdline").read_bytes()
                 except OSError:
                     continue
+                if b"compile_worker" in cmd or cmd.startswith(_COMPILERS):
+                    continue
                 found[child] = cmd.replace(b"\0", b" ").decode(errors="replace").strip()
                 frontier.append(child)
     return found
@@ -154,17 +167,14 @@ def _descendants(root: int) -> dict[int, str]:
 def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that started processes (``csan train``, ``torchrun``, ...) leaves none running: what
     is still there when it ends, failed or not, is killed; a test that passed is then an error, since
-    it leaked them. (torch.compile's own worker pool lives for the session and is left alone.)"""
+    it leaked them. (torch.compile's own worker pool lives for the session and is left alone, with
+    the compilers it runs.)"""
     if not Path("/proc/self/stat").exists():  # not Linux: nothing to look at
         yield
         return
     before = set(_descendants(os.getpid()))
     yield
-    left = {
-        pid: cmd
-        for pid, cmd in _descendants(os.getpid()).items()
-        if pid not in before and "compile_worker" not in cmd
-    }
+    left = {pid: cmd for pid, cmd in _descendants(os.getpid()).items() if pid not in before}
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -381,3 +381,15 @@ def test_environment_mistakes_are_named_before_any_work(
     )  # fmt: skip
     assert_one_line_error(code, err, needle)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("device", "needle"),
+    [("cuda:7", "--device=cuda:7: no such device here"), ("gpu", "--device: unknown device 'gpu'")],
+)
+def test_bench_attention_names_a_device_it_cannot_use(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, device: str, needle: str
+) -> None:
+    code, _, err = run(capsys, "bench", "attention", "--device", device, "--out", tmp_path / "b")
+    assert_one_line_error(code, err, needle)
+    assert not (tmp_path / "b").exists()

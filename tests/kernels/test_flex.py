@@ -67,3 +67,44 @@ def test_cuda_outputs_and_gradients_match_definition(options):
     want = torch.autograd.grad(expected, ref, grad.cpu().double())
     for g, w, name in zip(got, want, "qkv"):
         torch.testing.assert_close(g.cpu().double(), w, atol=1e-4, rtol=1e-4, msg=f"d{name}")
+
+
+def _compiled_run(q, k, v, mask, window, head_window=1):
+    """What flex_local_attention runs on CUDA, compiled for the tensors' own device (here the CPU)."""
+    batch, heads, time, _ = q.shape
+    _, exists = flex.head_neighbours(heads, head_window, "wrap", q.device)
+    left = right = window // 2
+    block_mask = flex._block_mask(
+        batch, heads, time, head_window, left, right, exists, mask, "wrap", q.device
+    )
+    return _COMPILED(q, k, v, block_mask=block_mask, scale=q.size(-1) ** -0.5)
+
+
+_COMPILED = torch.compile(flex.flex_attention) if flex.flex_attention is not None else None
+
+
+@needs_flex
+def test_compiled_kernel_takes_new_windows_and_lengths():
+    # Found on an H100 (2026-11-26): with the band's bounds and T as Python ints in the mask, the
+    # second window or length made them symbols and inductor failed to lower the mask ("no attribute
+    # 'dtype'"); every call after the first failed. The CPU compiler fails the same way, so it runs
+    # here, without padding (PyTorch's CPU flex template fails to compile padding at dynamic shapes)
+    # and at T >= 128 (below one 128-block it returned wrong rows now and then, with or without this).
+    for time, window in [(256, 3), (256, 5), (300, 9), (333, 1)]:
+        q, k, v = (torch.randn(2, 4, time, 8) for _ in range(3))
+        out = _compiled_run(q, k, v, None, window)
+        expected = definition_attention(q, k, v, window=window)
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cuda_kernel_takes_new_windows_lengths_and_padding():
+    for time, window, head_window in [(200, 3, 1), (200, 5, 1), (333, 9, 3), (129, 1, 3)]:
+        q, k, v = (torch.randn(2, 4, time, 16, dtype=torch.float64) for _ in range(3))
+        mask = _padding(2, time)
+        options = {"window": window, "head_window": head_window}
+        cuda = [x.float().cuda() for x in (q, k, v)]
+        out = flex_local_attention(*cuda, key_padding_mask=mask.cuda(), **options)
+        expected = definition_attention(q, k, v, key_padding_mask=mask, **options)
+        torch.testing.assert_close(out.cpu().double(), expected, atol=2e-5, rtol=2e-5)

@@ -57,7 +57,7 @@ from csan.functional import local_attention
 from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.dense import dense_local_attention
 from csan.kernels.flex import flex_available, flex_local_attention
-from csan.machine import machine_info
+from csan.machine import machine_info, pick_device
 
 __all__ = [
     "DEFAULT_LENGTHS",
@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
+    device = pick_device(args.device, setting="--device")
     rows = run_attention_bench(
         args.lengths,
         window=args.window,

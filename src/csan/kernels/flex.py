@@ -26,9 +26,9 @@ from csan.kernels.dense import head_neighbours
 __all__ = ["flex_available", "flex_local_attention"]
 
 try:  # PyTorch >= 2.5
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 except ImportError:  # pragma: no cover - old PyTorch
-    create_block_mask = flex_attention = None
+    BlockMask = create_block_mask = flex_attention = None
 
 
 def flex_available(device: torch.device | str = "cuda") -> bool:
@@ -76,19 +76,54 @@ def flex_local_attention(
         k = k[:, index].reshape(batch, heads, slots * time, d_h)
         v = v[:, index].reshape(batch, heads, slots * time, d_h)
     left, right = (window - 1, 0) if causal else (window // 2, window // 2)
-    pad = key_padding_mask
+    block_mask = _block_mask(
+        batch, heads, time, slots, left, right, exists, key_padding_mask, head_boundary, q.device
+    )
+    attend = _compiled() if q.is_cuda else flex_attention
+    return attend(q, k, v, block_mask=block_mask, scale=d_h**-0.5)
+
+
+def _block_mask(
+    batch: int,
+    heads: int,
+    time: int,
+    slots: int,
+    left: int,
+    right: int,
+    exists: Tensor,
+    pad: Tensor | None,
+    head_boundary: str,
+    device: torch.device,
+) -> BlockMask:
+    """The sparse block mask of the band (``left`` before, ``right`` after), the padding and, for
+    ``head_boundary="clip"``, the missing heads; key position ``s*T + j`` is slot ``s``, position ``j``.
+
+    Every scalar the mask reads (T, the band's bounds) is a tensor, not a Python int: the compiled
+    kernel then takes them as inputs. As ints, dynamo turns them into symbols when they change between
+    calls (a second window, a second length), and inductor cannot lower a ``mask_mod`` that reads a
+    symbol (PyTorch 2.11-2.13: "'ShapeAsConstantBuffer' object has no attribute 'dtype'"). On CUDA
+    the mask is built by a compiled ``create_block_mask``, which never holds a (B, H, T, N*T) tensor.
+    """
+    scalars = torch.tensor([time, left, right], device=device)
+    per_head = slots > 1 and head_boundary == "clip"  # else every slot's head exists
 
     def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        slot, j = kv_idx // time, kv_idx % time
+        slot, j = kv_idx // scalars[0], kv_idx % scalars[0]
         offset = j - q_idx
-        allowed = (offset >= -left) & (offset <= right) & exists[h, slot]
+        allowed = (offset >= -scalars[1]) & (offset <= scalars[2])
+        if per_head:
+            allowed = allowed & exists[h, slot]
         if pad is not None:
             allowed = allowed & ~pad[b, j]
         return allowed
 
-    mask_batch = None if pad is None else batch
-    block_mask = create_block_mask(
-        mask_mod, mask_batch, heads, time, slots * time, device=q.device, BLOCK_SIZE=128
+    return create_block_mask(
+        mask_mod,
+        None if pad is None else batch,
+        heads,
+        time,
+        slots * time,
+        device=device,
+        BLOCK_SIZE=128,
+        _compile=device.type == "cuda",
     )
-    attend = _compiled() if q.is_cuda else flex_attention
-    return attend(q, k, v, block_mask=block_mask, scale=d_h**-0.5)

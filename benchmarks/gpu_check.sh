@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One call on a lent CUDA machine: what csan's CUDA paths do there, in one prepared script.
+#
+#   OUT=results-folder DATA=folder-with-multi30k bash benchmarks/gpu_check.sh
+#
+# 1. the machine (GPU, driver, torch, the host CPU's flags);
+# 2. the CUDA tests (pytest -m cuda: the flex kernel against the definition, outputs and gradients);
+# 3. csan bench attention --device cuda (every backend, float32, 1 x T and the 64 x 32 sentence case);
+# 4. the main job (multi30k-small) trained on the GPU for TRAIN_MINUTES (default 2) with bf16 autocast,
+#    then beam search and sacreBLEU on test2016;
+# Steps run independently, each under its own time limit, so one failure does not hide the others;
+# STEPS (default "tests bench train") picks which of 2-4 run.
+# Everything printed goes to $OUT/gpu-check.log; the results files to $OUT.
+set -u
+OUT=${OUT:?set OUT}
+DATA=${DATA:-../shared/data}
+TRAIN_MINUTES=${TRAIN_MINUTES:-2}
+STEPS=${STEPS:-tests bench train}
+PY=${PY:-python3}
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+exec > >(tee "$OUT/gpu-check.log") 2>&1
+
+step() { echo; echo "=== $1 ($(date -u +%T))"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | sed 's/^Flags:.*/flags: '"$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"'/'
+$PY -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+
+if [[ " $STEPS " == *" tests "* ]]; then
+  step "CUDA tests"
+  timeout 150 $PY -m pytest -m cuda -q -p no:cacheprovider -o addopts="" tests/kernels/test_flex.py \
+    tests/attention/test_local_attention.py
+  echo "pytest exit: $?"
+fi
+
+if [[ " $STEPS " == *" bench "* ]]; then
+  step "csan bench attention --device cuda"
+  timeout 150 $PY -m csan bench attention --device cuda --lengths 64 256 1024 4096 16384 --out "$OUT"
+  echo "bench exit: $?"
+fi
+
+if [[ " $STEPS " == *" train "* ]]; then
+  step "main job on the GPU, ${TRAIN_MINUTES} minutes"
+  run=/tmp/csan-gpu-main
+  timeout 240 $PY -m csan train --config multi30k-small --data-dir "$DATA/multi30k" --no-progress \
+    --set train.device=cuda --set train.max_minutes="$TRAIN_MINUTES" --out "$run"
+  echo "train exit: $?"
+  for f in results.json metrics.jsonl test2016.json; do [ -f "$run/$f" ] && cp "$run/$f" "$OUT/train-$f"; done
+fi
+
+step "done"
