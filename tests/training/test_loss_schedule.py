@@ -11,7 +11,7 @@ import torch
 from csan.config import ModelConfig
 from csan.models import build_model
 from csan.training.loss import TranslationLoss, label_smoothed_nll
-from csan.training.schedule import budget_progress, budget_schedule, make_schedule
+from csan.training.schedule import Budget, budget_progress, budget_schedule, make_schedule
 
 PAD = 0
 
@@ -223,3 +223,32 @@ def test_budget_schedule_rejects_bad_fractions(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         budget_schedule(lr=1e-3, warmup_fraction=warmup, cooldown_fraction=cooldown)
+
+
+@pytest.mark.parametrize(
+    ("epoch_end", "due", "start"),
+    [(77, [77, 81, 86, 91], 77), (82, [80, 82, 86, 91], 80), (87, [80, 85, 87, 91], 80)],
+)
+def test_a_validation_past_a_cooldown_point_gives_one_checkpoint_not_two(
+    epoch_end: int, due: list[int], start: int
+) -> None:
+    # A 100-second budget at 1 s a step: the cooldown starts at 80 s, its points at 85, 90, 95 s. An
+    # epoch ends at `epoch_end` and its validation takes 4 s, past the next point (past the start for
+    # step 77): the epoch's checkpoint stands for it. Seen on an H100 (2026-11-26), where validation
+    # outlasts a cooldown slot: the step after each such epoch end wrote a second, near-identical
+    # checkpoint, and the final model averaged both.
+    def run(with_call: bool) -> tuple[list[int], int | None]:
+        budget = Budget(max_steps=None, max_seconds=100.0, cooldown_fraction=0.2, average_last=4)
+        written = []
+        for step in range(1, 97):
+            if budget.cooldown_checkpoint_due(step, step + (4.0 if step > epoch_end else 0.0)):
+                written.append(step)
+            if step == epoch_end:
+                if with_call:
+                    budget.checkpoint_at(step, step + 4.0)
+                written.append(step)  # the epoch's own checkpoint
+        return sorted(set(written)), budget.cooldown_step
+
+    assert run(with_call=True) == (due, start)
+    old, _ = run(with_call=False)
+    assert sorted(set(old) - set(due)) == [epoch_end + 1]  # the step after the epoch's end

@@ -165,6 +165,29 @@ class Budget:
         self.cooldown_step = cooldown_step
         self._last = self.used(step, seconds)
 
+    def checkpoint_at(self, step: int, seconds: float) -> None:
+        """A planned checkpoint is written at ``step`` after ``seconds`` (an epoch's end, after its
+        validation): it stands for the cooldown points that time passed since the step, so the next
+        step writes no other one step later; a cooldown that starts there starts at ``step``.
+
+        Example (a 100-second budget, 1 s a step; the validation at step 83 runs to 86 s, past the
+        cooldown point at 85 s; without the call, step 84 writes a checkpoint too):
+            >>> budget = Budget(max_steps=None, max_seconds=100.0, cooldown_fraction=0.2, average_last=4)
+            >>> due = []
+            >>> for step in range(1, 98):
+            ...     if budget.cooldown_checkpoint_due(step, step + (3.0 if step > 83 else 0.0)):
+            ...         due.append(step)
+            ...     if step == 83:
+            ...         budget.checkpoint_at(83, 86.0)
+            >>> due
+            [80, 87, 92]
+        """
+        if not self.cooldown_fraction or self.average_last < 2:
+            return
+        self._last = max(self._last, self.used(step, seconds))
+        if self.cooldown_step is None and self._last >= 1.0 - self.cooldown_fraction:
+            self.cooldown_step = step
+
     def cooldown_checkpoint_due(self, step: int, seconds: float) -> bool:
         """A checkpoint at each of ``average_last`` points spread over the cooldown (called once per
         step); records :attr:`cooldown_step`, from which the final model averages."""

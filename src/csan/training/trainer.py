@@ -430,6 +430,8 @@ class Trainer:
                 f"step {self.step} epoch {self.epochs_done:.2f} valid: {shown}"
                 + (" *" if is_best else "")
             )
+        # a cooldown point that the validation's time passed is this checkpoint, not the next step's
+        self.budget.checkpoint_at(self.step, self.progress.wall_seconds)
         self.save_checkpoint(is_best=is_best)
 
     def finish(self, stop_reason: str) -> TrainResult:
