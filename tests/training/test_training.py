@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -321,6 +322,42 @@ def test_budget_schedule_over_steps_averages_the_cooldown(
 
 def _made_from(run: Path) -> str:
     return json.loads((run / "model" / "config.json").read_text())["made_from"]
+
+
+def test_a_validation_past_a_cooldown_point_is_averaged_once(
+    tmp_path: Path, tiny_overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a minutes budget, a validation longer than a cooldown slot passes a cooldown point:
+    the epoch's checkpoint stands for it, and the next step writes none (on an H100 the final
+    model averaged steps 1064 and 1065). A fake clock: 1 s a step, 6 s a validation, 5 s slots."""
+    from csan.training.progress import Progress
+    from csan.training.trainer import Trainer
+
+    clock = [0.0]
+    real_step, real_validate = Trainer.train_step, Trainer.validate
+
+    def step(self, *args, **kwargs):
+        clock[0] += 1.0
+        return real_step(self, *args, **kwargs)
+
+    def validate(self, *args, **kwargs):
+        clock[0] += 6.0
+        return real_validate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Progress, "wall_seconds", property(lambda self: clock[0]))
+    monkeypatch.setattr(Trainer, "train_step", step)
+    monkeypatch.setattr(Trainer, "validate", validate)
+    overrides = [
+        *tiny_overrides, "train.schedule=budget", "train.max_steps=null", "train.max_minutes=2.5",
+        "train.warmup_fraction=0.25", "train.cooldown_fraction=0.2", "train.average_last=6",
+        "train.validate_every=null", "train.checkpoint_minutes=null", "data.train_subset=120",
+    ]  # fmt: skip
+    run = tmp_path / "run"
+    train(load_config("tiny", overrides), run, progress=False)
+    made_from = _made_from(run)
+    steps = [int(name[len("step_") :]) for name in re.findall(r"step_\d+", made_from)]
+    assert len(steps) >= 4, made_from
+    assert all(b - a > 1 for a, b in zip(steps, steps[1:])), made_from
 
 
 def test_a_stop_in_the_cooldown_does_not_change_what_is_averaged(
