@@ -3,6 +3,7 @@ prunes, averages and writes a final model that loads."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -357,7 +358,7 @@ def test_a_validation_past_a_cooldown_point_is_averaged_once(
     made_from = _made_from(run)
     steps = [int(name[len("step_") :]) for name in re.findall(r"step_\d+", made_from)]
     assert len(steps) >= 4, made_from
-    assert all(b - a > 1 for a, b in zip(steps, steps[1:])), made_from
+    assert all(b - a > 1 for a, b in itertools.pairwise(steps)), made_from
 
 
 def test_a_stop_in_the_cooldown_does_not_change_what_is_averaged(
