@@ -129,7 +129,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_overrides: list[str]
 # Executables that torch.compile runs in the background (Triton's ``ptxas`` on CUDA): the folders of
 # the packages that ship them.
 _COMPILERS = tuple(
-    str(Path(spec.origin).parent).encode()
+    f"{Path(spec.origin).parent}{os.sep}".encode()
     for spec in map(importlib.util.find_spec, ("torch", "triton"))
     if spec is not None and spec.origin is not None
 )
