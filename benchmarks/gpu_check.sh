@@ -8,8 +8,11 @@
 # 3. csan bench attention --device cuda (every backend, float32, 1 x T and the 64 x 32 sentence case);
 # 4. the main job (multi30k-small) trained on the GPU for TRAIN_MINUTES (default 2) with bf16 autocast,
 #    then beam search and sacreBLEU on test2016;
+# 5. (only when STEPS names "cpu") benchmarks/plain_attention.py on two of the host's cores, where the
+#    host CPU has avx512_bf16: the kernels on a native-bf16 CPU (not this project's 2-core machine kind:
+#    say so beside the figures).
 # Steps run independently, each under its own time limit, so one failure does not hide the others;
-# STEPS (default "tests bench train") picks which of 2-4 run.
+# STEPS (default "tests bench train") picks which of them run.
 # Everything printed goes to $OUT/gpu-check.log; the results files to $OUT.
 set -u
 OUT=${OUT:?set OUT}
@@ -47,6 +50,16 @@ if [[ " $STEPS " == *" train "* ]]; then
     --set train.device=cuda --set train.max_minutes="$TRAIN_MINUTES" --out "$run"
   echo "train exit: $?"
   for f in results.json metrics.jsonl test2016.json; do [ -f "$run/$f" ] && cp "$run/$f" "$OUT/train-$f"; done
+fi
+
+if [[ " $STEPS " == *" cpu "* ]]; then
+  step "plain attention harness on two host cores"
+  if grep -q -w avx512_bf16 /proc/cpuinfo; then
+    OMP_NUM_THREADS=2 timeout 150 taskset -c 0,1 $PY benchmarks/plain_attention.py --out "$OUT"
+    echo "plain exit: $?"
+  else
+    echo "skipped: the host CPU has no avx512_bf16"
+  fi
 fi
 
 step "done"
