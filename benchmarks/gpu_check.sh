@@ -3,7 +3,7 @@
 #
 #   OUT=results-folder DATA=folder-with-multi30k bash benchmarks/gpu_check.sh
 #
-# 1. the machine (GPU, driver, torch, the host CPU's flags);
+# 1. the machine (GPU, driver, torch; the host CPU and the mode as `csan info` gives them);
 # 2. the CUDA tests (pytest -m cuda: the flex kernel against the definition, outputs and gradients);
 # 3. csan bench attention --device cuda (every backend, float32, 1 x T and the 64 x 32 sentence case);
 # 4. the main job (multi30k-small) trained on the GPU for TRAIN_MINUTES (default 2) with bf16 autocast,
@@ -27,7 +27,7 @@ step() { echo; echo "=== $1 ($(date -u +%T))"; }
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | sed 's/^Flags:.*/flags: '"$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"'/'
+$PY -m csan info --set train.device=cuda | head -2  # the host CPU as csan sees it, and the mode on CUDA
 $PY -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
 
 if [[ " $STEPS " == *" tests "* ]]; then

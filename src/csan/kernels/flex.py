@@ -76,8 +76,9 @@ def flex_local_attention(
         k = k[:, index].reshape(batch, heads, slots * time, d_h)
         v = v[:, index].reshape(batch, heads, slots * time, d_h)
     left, right = (window - 1, 0) if causal else (window // 2, window // 2)
+    clipped = exists if slots > 1 and head_boundary == "clip" else None  # else every head exists
     block_mask = _block_mask(
-        batch, heads, time, slots, left, right, exists, key_padding_mask, head_boundary, q.device
+        batch, time, left, right, clipped, key_padding_mask, heads, slots, q.device
     )
     attend = _compiled() if q.is_cuda else flex_attention
     return attend(q, k, v, block_mask=block_mask, scale=d_h**-0.5)
@@ -85,18 +86,18 @@ def flex_local_attention(
 
 def _block_mask(
     batch: int,
-    heads: int,
     time: int,
-    slots: int,
     left: int,
     right: int,
-    exists: Tensor,
+    exists: Tensor | None,
     pad: Tensor | None,
-    head_boundary: str,
+    heads: int,
+    slots: int,
     device: torch.device,
 ) -> BlockMask:
-    """The sparse block mask of the band (``left`` before, ``right`` after), the padding and, for
-    ``head_boundary="clip"``, the missing heads; key position ``s*T + j`` is slot ``s``, position ``j``.
+    """The sparse block mask of the band (``left`` before, ``right`` after), the padding and, where
+    ``exists`` (heads, slots) is given (``head_boundary="clip"``), the missing heads; key position
+    ``s*T + j`` is slot ``s``, position ``j``.
 
     Every scalar the mask reads (T, the band's bounds) is a tensor, not a Python int: the compiled
     kernel then takes them as inputs. As ints, dynamo turns them into symbols when they change between
@@ -105,13 +106,12 @@ def _block_mask(
     the mask is built by a compiled ``create_block_mask``, which never holds a (B, H, T, N*T) tensor.
     """
     scalars = torch.tensor([time, left, right], device=device)
-    per_head = slots > 1 and head_boundary == "clip"  # else every slot's head exists
 
     def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         slot, j = kv_idx // scalars[0], kv_idx % scalars[0]
         offset = j - q_idx
         allowed = (offset >= -scalars[1]) & (offset <= scalars[2])
-        if per_head:
+        if exists is not None:
             allowed = allowed & exists[h, slot]
         if pad is not None:
             allowed = allowed & ~pad[b, j]

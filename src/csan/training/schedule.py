@@ -182,15 +182,12 @@ class Budget:
             >>> due
             [80, 87, 92]
         """
-        if not self.cooldown_fraction or self.average_last < 2:
-            return
-        self._last = max(self._last, self.used(step, seconds))
-        if self.cooldown_step is None and self._last >= 1.0 - self.cooldown_fraction:
-            self.cooldown_step = step
+        self.cooldown_checkpoint_due(step, seconds)  # due or not, this checkpoint is the point
 
     def cooldown_checkpoint_due(self, step: int, seconds: float) -> bool:
         """A checkpoint at each of ``average_last`` points spread over the cooldown (called once per
-        step); records :attr:`cooldown_step`, from which the final model averages."""
+        step, and by :meth:`checkpoint_at`); records :attr:`cooldown_step`, from which the final
+        model averages."""
         if not self.cooldown_fraction or self.average_last < 2:
             return False
         start = 1.0 - self.cooldown_fraction
