@@ -100,6 +100,9 @@ if ! $keep; then
   exit 0
 fi
 
+# The table's machine record is the one of the machine that trained; this step trains nothing and
+# keeps it (a new folder starts from the kept record rather than this machine's).
+[ -f "$kept/machine.json" ] && [ ! -f "$out/machine.json" ] && cp "$kept/machine.json" "$out/"
 "$csan" compare "${grid[@]}" --out "$out" --no-progress
 mkdir -p "$kept"
 for name in table.md results.csv summary.json machine.json bleu.png; do cp "$out/$name" "$kept/"; done

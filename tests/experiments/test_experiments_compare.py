@@ -257,6 +257,23 @@ def test_an_interrupted_run_is_resumed(tmp_path: Path, fake_train) -> None:
     assert json.loads((run / "results.json").read_text())["stop_reason"] == "max_steps=1"
 
 
+def test_a_call_that_trains_nothing_keeps_the_machine_record(tmp_path: Path, fake_train) -> None:
+    """The record says which machine trained: building the table again elsewhere from finished runs
+    (as ``benchmarks/converged.sh --keep`` does) keeps it; a call that trains a run writes its own
+    (regression: rebuilding the kept converged table on another CPU rewrote its machine.json)."""
+    kw = {"train_fn": fake_train, "say": lambda _: None}
+    run_compare("tiny", ["vanilla"], [1], tmp_path, **kw)
+    record = tmp_path / "machine.json"
+    assert json.loads(record.read_text())["cpu"]  # the first call trained: this machine
+    record.write_text('{"cpu": "the machine that trained"}\n', encoding="utf-8")
+    run_compare("tiny", ["vanilla"], [1], tmp_path, **kw)  # finished before: trains nothing
+    assert fake_train.calls == [tmp_path / "runs" / "vanilla-seed1"]
+    assert json.loads(record.read_text()) == {"cpu": "the machine that trained"}
+    run_compare("tiny", ["vanilla"], [1, 2], tmp_path, **kw)  # seed 2 trains here
+    assert len(fake_train.calls) == 2
+    assert json.loads(record.read_text())["cpu"] != "the machine that trained"
+
+
 def test_summary_of_identical_systems(tmp_path: Path) -> None:
     hyp = tmp_path / "a.hyp"
     refs = ["a small dog runs on the grass", "two men play football in a park"]

@@ -311,7 +311,8 @@ def run_grid(
     ``train=False`` (report only): finished runs are collected, the others are recorded with status
     ``"not run"`` and left untouched.
     ``machine``: first write the machine record ``out_dir/<machine>`` with ``command``, the config
-    and overrides (:func:`write_machine`; a report keeps the record of the machine that trained).
+    and overrides (:func:`write_machine`); a call that trains nothing (a report, or all runs finished
+    before) keeps the record that is there, the one of the machine that trained.
 
     Example (a stand-in trainer; a second call skips the finished runs, a bad variant fails alone):
         >>> import tempfile
@@ -338,11 +339,16 @@ def run_grid(
     train_fn = train_fn or _default_train()
     out = Path(out_dir)
     if machine is not None:
+        # A call that trains nothing (a report, or every run finished before) keeps the record of
+        # the machine that trained: rebuilding a kept table elsewhere must not rewrite it.
+        trains = train and any(
+            _finished(run_folder(out, v.name, s)) is None for v in variants for s in seeds
+        )
         write_machine(
             out,
             load_config(source, [*defaults, *overrides]),
             name=machine,
-            keep=not train,
+            keep=not trains,
             command=command,
             config=source,
             overrides=list(overrides),
