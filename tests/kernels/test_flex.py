@@ -69,16 +69,13 @@ def test_cuda_outputs_and_gradients_match_definition(options):
         torch.testing.assert_close(g.cpu().double(), w, atol=1e-4, rtol=1e-4, msg=f"d{name}")
 
 
-_COMPILED = torch.compile(flex.flex_attention) if flex.flex_attention is not None else None
-
-
 def _compiled_run(q, k, v, mask, window):
     """What flex_local_attention runs on CUDA (1D, N=1), compiled for the tensors' own device (here
     the CPU)."""
     batch, heads, time, _ = q.shape
     left = right = window // 2
     block_mask = flex._block_mask(batch, time, left, right, None, mask, heads, 1, q.device)
-    return _COMPILED(q, k, v, block_mask=block_mask, scale=q.size(-1) ** -0.5)
+    return flex._compiled()(q, k, v, block_mask=block_mask, scale=q.size(-1) ** -0.5)
 
 
 @needs_flex

@@ -245,7 +245,7 @@ def test_a_validation_past_a_cooldown_point_gives_one_checkpoint_not_two(
                 written.append(step)
             if step == epoch_end:
                 if with_call:
-                    budget.checkpoint_at(step, step + 4.0)
+                    budget.cooldown_checkpoint_due(step, step + 4.0)  # the trainer's call
                 written.append(step)  # the epoch's own checkpoint
         return sorted(set(written)), budget.cooldown_step
 

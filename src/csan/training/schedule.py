@@ -165,29 +165,26 @@ class Budget:
         self.cooldown_step = cooldown_step
         self._last = self.used(step, seconds)
 
-    def checkpoint_at(self, step: int, seconds: float) -> None:
-        """A planned checkpoint is written at ``step`` after ``seconds`` (an epoch's end, after its
-        validation): it stands for the cooldown points that time passed since the step, so the next
-        step writes no other one step later; a cooldown that starts there starts at ``step``.
+    def cooldown_checkpoint_due(self, step: int, seconds: float) -> bool:
+        """A checkpoint at each of ``average_last`` points spread over the cooldown (called once per
+        step); records :attr:`cooldown_step`, from which the final model averages.
+
+        The trainer calls it once more after an epoch's validation, ignoring the answer: the epoch's
+        checkpoint then stands for the cooldown points that the validation's time passed, so the next
+        step writes no other one a step later, and a cooldown that starts there starts at that step.
 
         Example (a 100-second budget, 1 s a step; the validation at step 83 runs to 86 s, past the
-        cooldown point at 85 s; without the call, step 84 writes a checkpoint too):
+        cooldown point at 85 s; without the second call at 83, step 84 writes a checkpoint too):
             >>> budget = Budget(max_steps=None, max_seconds=100.0, cooldown_fraction=0.2, average_last=4)
             >>> due = []
             >>> for step in range(1, 98):
             ...     if budget.cooldown_checkpoint_due(step, step + (3.0 if step > 83 else 0.0)):
             ...         due.append(step)
             ...     if step == 83:
-            ...         budget.checkpoint_at(83, 86.0)
+            ...         _ = budget.cooldown_checkpoint_due(83, 86.0)  # the epoch's checkpoint
             >>> due
             [80, 87, 92]
         """
-        self.cooldown_checkpoint_due(step, seconds)  # due or not, this checkpoint is the point
-
-    def cooldown_checkpoint_due(self, step: int, seconds: float) -> bool:
-        """A checkpoint at each of ``average_last`` points spread over the cooldown (called once per
-        step, and by :meth:`checkpoint_at`); records :attr:`cooldown_step`, from which the final
-        model averages."""
         if not self.cooldown_fraction or self.average_last < 2:
             return False
         start = 1.0 - self.cooldown_fraction

@@ -431,7 +431,7 @@ class Trainer:
                 + (" *" if is_best else "")
             )
         # a cooldown point that the validation's time passed is this checkpoint, not the next step's
-        self.budget.checkpoint_at(self.step, self.progress.wall_seconds)
+        self.budget.cooldown_checkpoint_due(self.step, self.progress.wall_seconds)
         self.save_checkpoint(is_best=is_best)
 
     def finish(self, stop_reason: str) -> TrainResult:
