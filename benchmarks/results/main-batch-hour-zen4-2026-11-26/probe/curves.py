@@ -1,0 +1,35 @@
+"""Print the validation curves of the three hours (curves.md) from the kept metrics files."""
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+RUNS = {
+    "4096 (the preset)": HERE.parent / "native-bf16-zen4-2026-11-26" / "hour" / "metrics.jsonl",
+    "2048": HERE / "b2048" / "metrics.jsonl",
+    "1024": HERE / "b1024" / "metrics.jsonl",
+}
+
+
+def main() -> None:
+    valid = {}
+    for name, path in RUNS.items():
+        with path.open() as f:
+            valid[name] = [json.loads(line) for line in f if '"valid"' in line]
+    print("| minutes | " + " | ".join(f"max_tokens {k}: epoch, loss, BLEU" for k in RUNS) + " |")
+    print("|---:|" + "---|" * len(RUNS))
+    for minutes in (10, 20, 30, 40, 50, 60):
+        cells = []
+        for name in RUNS:
+            rows = [r for r in valid[name] if r["wall_seconds"] <= minutes * 60]
+            r = rows[-1] if rows else None
+            cells.append(
+                f"{r['epoch']:.0f} at {r['wall_seconds'] / 60:.1f} min, {r['loss']:.3f}, {r['bleu']:.2f}"
+                if r
+                else "-"
+            )
+        print(f"| {minutes} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
