@@ -19,6 +19,7 @@ scoring), then the user's ``--set`` items, then the variant's overrides, then ``
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -310,9 +311,10 @@ def run_grid(
 
     ``train=False`` (report only): finished runs are collected, the others are recorded with status
     ``"not run"`` and left untouched.
-    ``machine``: first write the machine record ``out_dir/<machine>`` with ``command``, the config
-    and overrides (:func:`write_machine`); a call that trains nothing (a report, or all runs finished
-    before) keeps the record that is there, the one of the machine that trained.
+    ``machine``: the machine record ``out_dir/<machine>`` with ``command``, the config and overrides
+    (:func:`write_machine`), written before each run this call trains; a call that trains nothing (a
+    report, or all runs finished before) keeps the record that is there, the one of the machine that
+    trained, and a folder without one gets this machine's first.
 
     Example (a stand-in trainer; a second call skips the finished runs, a bad variant fails alone):
         >>> import tempfile
@@ -338,21 +340,21 @@ def run_grid(
         raise CsanError("no seeds given (e.g. --seeds 1,2,3)")
     train_fn = train_fn or _default_train()
     out = Path(out_dir)
+    record_machine: Callable[..., Path] | None = None
     if machine is not None:
-        # A call that trains nothing (a report, or every run finished before) keeps the record of
-        # the machine that trained: rebuilding a kept table elsewhere must not rewrite it.
-        trains = train and any(
-            _finished(run_folder(out, v.name, s)) is None for v in variants for s in seeds
-        )
-        write_machine(
+        # The record says which machine trained: written where a run trains, kept as it is by a call
+        # that trains nothing (a report, or every run finished before), so rebuilding a kept table
+        # elsewhere does not rewrite it. A folder without one gets this machine's now.
+        record_machine = functools.partial(
+            write_machine,
             out,
             load_config(source, [*defaults, *overrides]),
             name=machine,
-            keep=not trains,
             command=command,
             config=source,
             overrides=list(overrides),
         )
+        record_machine(keep=True)
     records = []
     total = len(variants) * len(seeds)
     for n, (variant, seed) in enumerate(((v, s) for v in variants for s in seeds), start=1):
@@ -375,6 +377,8 @@ def run_grid(
                 continue
             else:
                 say(f"{tag}: training in {run_dir}")
+                if record_machine is not None:
+                    record_machine(keep=False)
                 if cfg.train.compile:
                     _reset_compiler()
                 train_fn(cfg, run_dir, progress=progress)
