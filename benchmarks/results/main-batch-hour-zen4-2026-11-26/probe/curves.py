@@ -11,16 +11,17 @@ RUNS = {
 }
 
 
-def main() -> None:
+def print_curves(runs: dict[str, Path]) -> dict[str, list[dict]]:
+    """Print the table of validations at 10, 20, ... 60 minutes; return each run's validations."""
     valid = {}
-    for name, path in RUNS.items():
+    for name, path in runs.items():
         with path.open() as f:
             valid[name] = [json.loads(line) for line in f if '"valid"' in line]
-    print("| minutes | " + " | ".join(f"max_tokens {k}: epoch, loss, BLEU" for k in RUNS) + " |")
-    print("|---:|" + "---|" * len(RUNS))
+    print("| minutes | " + " | ".join(f"{k}: epoch, loss, BLEU" for k in runs) + " |")
+    print("|---:|" + "---|" * len(runs))
     for minutes in (10, 20, 30, 40, 50, 60):
         cells = []
-        for name in RUNS:
+        for name in runs:
             rows = [r for r in valid[name] if r["wall_seconds"] <= minutes * 60]
             r = rows[-1] if rows else None
             cells.append(
@@ -29,6 +30,11 @@ def main() -> None:
                 else "-"
             )
         print(f"| {minutes} | " + " | ".join(cells) + " |")
+    return valid
+
+
+def main() -> None:
+    print_curves({f"max_tokens {k}": path for k, path in RUNS.items()})
 
 
 if __name__ == "__main__":
