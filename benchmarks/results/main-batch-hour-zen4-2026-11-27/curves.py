@@ -1,13 +1,18 @@
 """Print the validation curves of this folder's hours beside the earlier ones (curves.md), from the
 kept metrics files: ``python curves.py`` (any working directory)."""
 
-import sys
+import importlib.util
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent
-sys.path.insert(0, str(RESULTS / "main-batch-hour-zen4-2026-11-26" / "probe"))
-from curves import print_curves  # noqa: E402  (the 2026-11-26 folder's table, one home)
+# The table itself is the 2026-11-26 folder's (one home), loaded by its path: both scripts are curves.py.
+_SPEC = importlib.util.spec_from_file_location(
+    "curves_2026_11_26", RESULTS / "main-batch-hour-zen4-2026-11-26" / "probe" / "curves.py"
+)
+_CURVES = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_CURVES)
+print_curves = _CURVES.print_curves
 
 RUNS = {
     "4096, seed 1 (the preset)": RESULTS / "native-bf16-zen4-2026-11-26" / "hour" / "metrics.jsonl",

@@ -312,7 +312,7 @@ def run_grid(
     ``train=False`` (report only): finished runs are collected, the others are recorded with status
     ``"not run"`` and left untouched.
     ``machine``: the machine record ``out_dir/<machine>`` with ``command``, the config and overrides
-    (:func:`write_machine`), written before each run this call trains; a call that trains nothing (a
+    (:func:`write_machine`), written before the first run this call trains; a call that trains nothing (a
     report, or all runs finished before) keeps the record that is there, the one of the machine that
     trained, and a folder without one gets this machine's first.
 
@@ -377,8 +377,9 @@ def run_grid(
                 continue
             else:
                 say(f"{tag}: training in {run_dir}")
-                if record_machine is not None:
+                if record_machine is not None:  # once: this call's first run that trains
                     record_machine(keep=False)
+                    record_machine = None
                 if cfg.train.compile:
                     _reset_compiler()
                 train_fn(cfg, run_dir, progress=progress)
