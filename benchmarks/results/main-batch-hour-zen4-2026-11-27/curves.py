@@ -22,8 +22,9 @@ RUNS = {
 }
 
 
-def main() -> None:
-    valid = print_curves(RUNS)
+def print_table(runs: dict[str, Path]) -> None:
+    """Print the curves at 10, 20, ... 60 minutes, then each hour's best validation loss."""
+    valid = print_curves(runs)
     print()
     print("| hour | best valid loss (bits), epoch |")
     print("|---|---|")
@@ -33,4 +34,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    print_table(RUNS)

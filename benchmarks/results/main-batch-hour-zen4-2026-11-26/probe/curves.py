@@ -23,7 +23,9 @@ def print_curves(runs: dict[str, Path]) -> dict[str, list[dict]]:
         cells = []
         for name in runs:
             rows = [r for r in valid[name] if r["wall_seconds"] <= minutes * 60]
-            r = rows[-1] if rows else None
+            # a run stopped early shows "-" after its end, not its last validation again
+            ended = valid[name][-1]["wall_seconds"] < (minutes - 10) * 60
+            r = rows[-1] if rows and not ended else None
             cells.append(
                 f"{r['epoch']:.0f} at {r['wall_seconds'] / 60:.1f} min, {r['loss']:.3f}, {r['bleu']:.2f}"
                 if r
