@@ -65,7 +65,8 @@ def _real_data(name: str, label: str, found: Callable[[Path], list[str]]) -> Pat
         if os.environ.get("CI", "").lower() == "true":  # CI must test with the data, not skip
             pytest.fail(message)
         pytest.skip(message)
-    return folder
+    # absolute, so that a relative CSAN_DATA (as the README writes it) survives a symlink or a chdir
+    return folder.resolve()
 
 
 @pytest.fixture(scope="session")
