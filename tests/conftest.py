@@ -47,9 +47,10 @@ def csan_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def data_root() -> Path:
-    """``$CSAN_DATA`` if set, else ``shared/data`` beside the repository."""
+    """``$CSAN_DATA`` if set, else ``shared/data`` beside the repository; absolute, so that a relative
+    ``CSAN_DATA`` (as the README writes it) survives a symlink or a chdir."""
     env = os.environ.get("CSAN_DATA")
-    return Path(env) if env else DEFAULT_DATA_ROOT
+    return (Path(env) if env else DEFAULT_DATA_ROOT).resolve()
 
 
 _DATA_ROOT = data_root()  # read at import: some tests unset CSAN_DATA around themselves
@@ -65,8 +66,7 @@ def _real_data(name: str, label: str, found: Callable[[Path], list[str]]) -> Pat
         if os.environ.get("CI", "").lower() == "true":  # CI must test with the data, not skip
             pytest.fail(message)
         pytest.skip(message)
-    # absolute, so that a relative CSAN_DATA (as the README writes it) survives a symlink or a chdir
-    return folder.resolve()
+    return folder
 
 
 @pytest.fixture(scope="session")

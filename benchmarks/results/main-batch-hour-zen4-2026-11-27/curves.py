@@ -12,7 +12,6 @@ _SPEC = importlib.util.spec_from_file_location(
 )
 _CURVES = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_CURVES)
-print_curves = _CURVES.print_curves
 
 RUNS = {
     "4096, seed 1 (the preset)": RESULTS / "native-bf16-zen4-2026-11-26" / "hour" / "metrics.jsonl",
@@ -22,16 +21,5 @@ RUNS = {
 }
 
 
-def print_table(runs: dict[str, Path]) -> None:
-    """Print the curves at 10, 20, ... 60 minutes, then each hour's best validation loss."""
-    valid = print_curves(runs)
-    print()
-    print("| hour | best valid loss (bits), epoch |")
-    print("|---|---|")
-    for name, rows in valid.items():
-        best = min(rows, key=lambda r: r["loss"])
-        print(f"| {name} | {best['loss']:.3f}, {best['epoch']:.0f} |")
-
-
 if __name__ == "__main__":
-    print_table(RUNS)
+    _CURVES.print_table(RUNS)

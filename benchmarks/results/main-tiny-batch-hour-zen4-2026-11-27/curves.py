@@ -6,9 +6,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent
-# The table is the 2026-11-27 batch folder's (one home), loaded by its path: both scripts are curves.py.
+# The table is the 2026-11-26 folder's (one home), loaded by its path: both scripts are curves.py.
 _SPEC = importlib.util.spec_from_file_location(
-    "curves_2026_11_27", RESULTS / "main-batch-hour-zen4-2026-11-27" / "curves.py"
+    "curves_2026_11_26", RESULTS / "main-batch-hour-zen4-2026-11-26" / "probe" / "curves.py"
 )
 _CURVES = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_CURVES)

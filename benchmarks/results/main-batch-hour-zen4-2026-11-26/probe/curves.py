@@ -35,6 +35,17 @@ def print_curves(runs: dict[str, Path]) -> dict[str, list[dict]]:
     return valid
 
 
+def print_table(runs: dict[str, Path]) -> None:
+    """Print the curves at 10, 20, ... 60 minutes, then each hour's best validation loss."""
+    valid = print_curves(runs)
+    print()
+    print("| hour | best valid loss (bits), epoch |")
+    print("|---|---|")
+    for name, rows in valid.items():
+        best = min(rows, key=lambda r: r["loss"])
+        print(f"| {name} | {best['loss']:.3f}, {best['epoch']:.0f} |")
+
+
 def main() -> None:
     print_curves({f"max_tokens {k}": path for k, path in RUNS.items()})
 
