@@ -1,17 +1,13 @@
 """Print the validation curves of this folder's hours beside the earlier ones (curves.md), from the
 kept metrics files: ``python curves.py`` (any working directory)."""
 
-import importlib.util
+import runpy
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent
-# The table itself is the 2026-11-26 folder's (one home), loaded by its path: both scripts are curves.py.
-_SPEC = importlib.util.spec_from_file_location(
-    "curves_2026_11_26", RESULTS / "main-batch-hour-zen4-2026-11-26" / "probe" / "curves.py"
-)
-_CURVES = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(_CURVES)
+# The table is the 2026-11-26 folder's (one home), run from its path: both scripts are curves.py.
+TABLE = RESULTS / "main-batch-hour-zen4-2026-11-26" / "probe" / "curves.py"
 
 RUNS = {
     "4096, seed 1 (the preset)": RESULTS / "native-bf16-zen4-2026-11-26" / "hour" / "metrics.jsonl",
@@ -22,4 +18,4 @@ RUNS = {
 
 
 if __name__ == "__main__":
-    _CURVES.print_table(RUNS)
+    runpy.run_path(str(TABLE))["print_table"](RUNS)
