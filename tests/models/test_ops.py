@@ -75,3 +75,14 @@ def test_two_dropouts_in_one_graph_draw_different_masks() -> None:
 def test_off_in_eval_and_at_p_zero() -> None:
     x = torch.randn(8, 8)
     assert dropout(x, P, False) is x and dropout(x, 0.0, True) is x
+
+
+def test_random_bytes_fill_views_and_match_the_eager_draws() -> None:
+    """Any uint8 tensor is filled (a view at an odd offset too) with the bytes eager dropout draws."""
+    from csan.models.ops import _draw_bytes
+
+    for out in (torch.zeros(1001, dtype=torch.uint8)[1:], torch.zeros(40, 25, dtype=torch.uint8).T):
+        torch.manual_seed(7)
+        fill_random_bytes_(out)
+        torch.manual_seed(7)
+        assert torch.equal(out, _draw_bytes(out.numel(), out.device).view(out.shape))
