@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from csan.models.ops import dropout, fill_random_bytes_
+from csan.models.ops import _draw_bytes, dropout, fill_random_bytes_
 
 P = 0.3
 THRESHOLD = round(P * 256)  # 77: the drop probability is 77/256
@@ -79,8 +79,6 @@ def test_off_in_eval_and_at_p_zero() -> None:
 
 def test_random_bytes_fill_views_and_match_the_eager_draws() -> None:
     """Any uint8 tensor is filled (a view at an odd offset too) with the bytes eager dropout draws."""
-    from csan.models.ops import _draw_bytes
-
     for out in (torch.zeros(1001, dtype=torch.uint8)[1:], torch.zeros(40, 25, dtype=torch.uint8).T):
         torch.manual_seed(7)
         fill_random_bytes_(out)
