@@ -84,3 +84,21 @@ def test_random_bytes_fill_views_and_match_the_eager_draws() -> None:
         fill_random_bytes_(out)
         torch.manual_seed(7)
         assert torch.equal(out, _draw_bytes(out.numel(), out.device).view(out.shape))
+
+
+def test_the_compiled_feed_forward_has_the_eager_gradients() -> None:
+    """Compiled, the feed-forward block's ReLU takes its derivative from its output (sign(y))."""
+    from csan.models.transformer import FeedForward
+
+    torch.manual_seed(0)
+    ffn = FeedForward(16, 64, activation_dropout=0.0)
+    x = torch.randn(5, 7, 16)
+    x[0, 0] = 0.0  # inputs at exactly 0 reach the ReLU too (after the bias)
+    grads = []
+    for fn in (ffn, torch.compile(ffn, backend="inductor", fullgraph=True)):
+        ffn.zero_grad()
+        xi = x.clone().requires_grad_(True)
+        (fn(xi) ** 2).sum().backward()
+        grads.append([xi.grad, *(p.grad.clone() for p in ffn.parameters())])
+    for eager, compiled in zip(*grads, strict=True):
+        assert torch.allclose(eager, compiled, atol=1e-5, rtol=1e-4)
