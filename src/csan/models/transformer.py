@@ -43,8 +43,8 @@ class _ReluFromOutput(torch.autograd.Function):
     Compiled, ``F.relu``'s backward made inductor store a boolean mask of the feed-forward
     activations in the forward, and its generated code writes booleans slowly on CPU (about 3 ms for
     1M elements, against 0.1 ms for the ReLU itself; a 1,024-token ``multi30k-small`` step has six).
-    The output is saved for ``fc2``'s weight gradient anyway, and for ``y >= 0`` ``sign(y)`` is the
-    ReLU's derivative.
+    Without activation dropout (the presets) the output is what ``fc2``'s weight gradient saves
+    anyway, and for ``y >= 0`` ``sign(y)`` is the ReLU's derivative (0 at 0, as ``F.relu``'s).
     """
 
     @staticmethod
