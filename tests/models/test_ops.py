@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from csan.models.ops import _draw_bytes, dropout, fill_random_bytes_
+from csan.models.transformer import FeedForward
 
 P = 0.3
 THRESHOLD = round(P * 256)  # 77: the drop probability is 77/256
@@ -88,8 +89,6 @@ def test_random_bytes_fill_views_and_match_the_eager_draws() -> None:
 
 def test_the_compiled_feed_forward_has_the_eager_gradients() -> None:
     """Compiled, the feed-forward block's ReLU takes its derivative from its output (sign(y))."""
-    from csan.models.transformer import FeedForward
-
     torch.manual_seed(0)
     ffn = FeedForward(16, 64, activation_dropout=0.0)
     x = torch.randn(5, 7, 16)

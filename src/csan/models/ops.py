@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["dropout", "fill_random_bytes_"]
+__all__ = ["dropout", "fill_random_bytes_", "relu"]
 
 
 def _draw_bytes(n: int, device: torch.device) -> Tensor:
@@ -54,8 +54,7 @@ def fill_random_bytes_(out: Tensor) -> None:
         True
     """
     if out.is_contiguous() and out.numel() % 4 == 0 and out.storage_offset() % 4 == 0:
-        flat = out.view(-1)
-        flat.view(torch.int32).random_(-(2**31), 2**31)  # in place: no copy
+        out.view(-1).view(torch.int32).random_(-(2**31), 2**31)  # in place: no copy
     else:
         out.copy_(_draw_bytes(out.numel(), out.device).view(out.shape))
 
@@ -106,3 +105,35 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         keep = (bytes_.to(x.dtype) - (threshold - 1)).clamp(0, 1)
         return x * (keep * (256.0 / (256 - threshold)))
     return _ByteDropout.apply(x, threshold)
+
+
+class _ReluFromOutput(torch.autograd.Function):
+    """ReLU whose backward reads its output: ``grad * sign(y)``, no boolean mask saved.
+
+    Compiled, ``F.relu``'s backward made inductor store a boolean mask of the feed-forward
+    activations in the forward, and its generated code writes booleans slowly on CPU (about 3 ms for
+    1M elements, against 0.1 ms for the ReLU itself; a 1,024-token ``multi30k-small`` step has six).
+    Without activation dropout (the presets) the output is what ``fc2``'s weight gradient saves
+    anyway, and for ``y >= 0`` ``sign(y)`` is the ReLU's derivative (0 at 0, as ``F.relu``'s).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = torch.relu(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * torch.sign(y)
+
+
+def relu(x: Tensor) -> Tensor:
+    """``F.relu``; compiled, with its derivative taken from its output (see ``_ReluFromOutput``).
+
+    Example:
+        >>> relu(torch.tensor([-1.0, 0.0, 2.0]))
+        tensor([0., 0., 2.])
+    """
+    return _ReluFromOutput.apply(x) if torch.compiler.is_compiling() else F.relu(x)

@@ -17,7 +17,7 @@ import csan.attention as attention
 from csan.config import ModelConfig
 from csan.models.base import EncoderOutput
 from csan.models.layout import layer_variants
-from csan.models.ops import dropout
+from csan.models.ops import dropout, relu
 
 __all__ = ["Transformer", "sinusoidal_positions"]
 
@@ -37,28 +37,6 @@ def sinusoidal_positions(n: int, dim: int) -> Tensor:
     return table
 
 
-class _ReluFromOutput(torch.autograd.Function):
-    """ReLU whose backward reads its output: ``grad * sign(y)``, no boolean mask saved.
-
-    Compiled, ``F.relu``'s backward made inductor store a boolean mask of the feed-forward
-    activations in the forward, and its generated code writes booleans slowly on CPU (about 3 ms for
-    1M elements, against 0.1 ms for the ReLU itself; a 1,024-token ``multi30k-small`` step has six).
-    Without activation dropout (the presets) the output is what ``fc2``'s weight gradient saves
-    anyway, and for ``y >= 0`` ``sign(y)`` is the ReLU's derivative (0 at 0, as ``F.relu``'s).
-    """
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor) -> Tensor:
-        y = torch.relu(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tensor:
-        (y,) = ctx.saved_tensors
-        return grad * torch.sign(y)
-
-
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
         super().__init__()
@@ -68,7 +46,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.fc1(x)
-        h = _ReluFromOutput.apply(h) if torch.compiler.is_compiling() else F.relu(h)
+        h = relu(h)
         h = dropout(h, self.activation_dropout, self.training)
         return self.fc2(h)
 
