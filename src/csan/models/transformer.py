@@ -45,8 +45,7 @@ class FeedForward(nn.Module):
         self.activation_dropout = activation_dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.fc1(x)
-        h = relu(h)
+        h = relu(self.fc1(x))
         h = dropout(h, self.activation_dropout, self.training)
         return self.fc2(h)
 
