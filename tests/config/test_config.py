@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from csan.config import Config, config_from_dict, dump_config, load_config, presets
+from csan.attention.cnn import ConvThenAttention
 from csan.errors import CsanError
+from csan.models import check_model
 
 
 @pytest.mark.parametrize("name", presets())
@@ -28,6 +30,55 @@ def test_presets_include_the_documented_ones() -> None:
 
 def test_default_source_is_multi30k_small() -> None:
     assert load_config() == load_config("multi30k-small")
+
+
+def test_the_main_job_trains_small_batches_with_one_convolution_in_two_encoder_layers() -> None:
+    """multi30k-small (2026-11-27): 1,024 target tokens a batch and cnn@0-1 with one sublayer; the
+    presets whose kept tables were trained at 4,096 tokens with vanilla attention still say so."""
+    main = load_config("multi30k-small")
+    assert main.train.max_tokens == 1024
+    assert main.model.encoder_attention == "cnn@0-1"
+    assert main.model.attention_options == {"cnn": {"conv_layers": 1}}
+    for name in ("compare-multi30k", "converged-multi30k", "converged-multi30k-fp32"):
+        kept = load_config(name)
+        assert kept.train.max_tokens == 4096, name
+        assert kept.model.encoder_attention == "vanilla", name
+        # their CNN rows: the default two sublayers, as the kept tables were trained
+        cnn_row = load_config(name, ["model.encoder_attention=cnn@0-1"])
+        assert cnn_row.model.attention_options == {}, name
+        assert len(ConvThenAttention(8, 2).convs) == 2
+    convs2s = load_config("convs2s-multi30k")
+    assert (convs2s.model.arch, convs2s.train.max_tokens) == ("convs2s", 4096)
+    assert (convs2s.model.encoder_attention, convs2s.model.attention_options) == ("vanilla", {})
+
+
+def test_the_presets_options_for_a_variant_no_layer_uses_give_way_but_the_users_do_not(
+    tmp_path: Path,
+) -> None:
+    """Another attention on the main preset drops the preset's cnn options; options the user gives
+    for a variant that no layer uses are still refused, from --set or from the user's own file."""
+    for spec in ("vanilla", "csan1d", "csan2d@0"):
+        cfg = load_config("multi30k-small", [f"model.encoder_attention={spec}"])
+        assert cfg.model.attention_options == {}
+        check_model(cfg.model)
+    kept = load_config("multi30k-small", ["model.encoder_attention=cnn@0"])
+    assert kept.model.attention_options == {"cnn": {"conv_layers": 1}}
+    mine = ["model.encoder_attention=vanilla", "model.attention_options.cnn.kernel=5"]
+    with pytest.raises(CsanError, match="model.attention_options.cnn: no layer uses cnn"):
+        check_model(load_config("multi30k-small", mine).model)
+    own = tmp_path / "own.yaml"
+    own.write_text(
+        "base: multi30k-small\nmodel:\n  encoder_attention: vanilla\n"
+        "  attention_options:\n    cnn:\n      kernel: 5\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(CsanError, match="no layer uses cnn"):
+        check_model(load_config(str(own)).model)
+    own.write_text("base: multi30k-small\nmodel:\n  encoder_attention: csan1d\n", encoding="utf-8")
+    assert load_config(str(own)).model.attention_options == {}
+    # a null drops an inherited mapping, in a file as with --set
+    dropped = load_config("multi30k-small", ["model.attention_options.cnn=null"])
+    assert dropped.model.attention_options == {}
 
 
 def test_overrides_set_dotted_keys_with_yaml_typed_values() -> None:

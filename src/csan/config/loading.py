@@ -6,7 +6,7 @@ import difflib
 import types
 import typing
 import warnings
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -50,8 +50,16 @@ def _read_yaml(text: str, origin: str) -> dict[str, Any]:
     return data
 
 
-def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The nested dict of a preset or YAML file, following ``base:`` (single inheritance)."""
+def _load_source(
+    name_or_path: str,
+    seen: tuple[str, ...] = (),
+    levels: list[tuple[bool, set[str]]] | None = None,
+) -> dict[str, Any]:
+    """The nested dict of a preset or YAML file, following ``base:`` (single inheritance).
+
+    ``levels`` receives, for each file of the chain, whether it is a csan preset and the variants
+    it gives ``model.attention_options`` for (see :func:`load_config`).
+    """
     if name_or_path in seen:
         raise CsanError(f"config {name_or_path}: 'base' chain loops: {' -> '.join(seen)}")
     path = Path(name_or_path)
@@ -68,6 +76,8 @@ def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any
             f"unknown preset {name_or_path!r}; presets: {', '.join(presets())} (or give a .yaml file)"
         )
     data = _read_yaml(text, origin)
+    if levels is not None:
+        levels.append((origin == f"preset {name_or_path}", _option_variants(data)))
     base = data.pop("base", None)
     if base is None:
         return data
@@ -78,15 +88,25 @@ def _load_source(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any
         and not Path(base).is_absolute()
     ):
         base = str(path.parent / base)  # a file's base is next to that file, wherever csan runs
-    return _merge(_load_source(base, (*seen, name_or_path)), data)
+    return _merge(_load_source(base, (*seen, name_or_path), levels), data)
+
+
+def _option_variants(data: dict[str, Any]) -> set[str]:
+    """The variant names a config file gives ``model.attention_options`` for."""
+    model = data.get("model")
+    options = model.get("attention_options") if isinstance(model, dict) else None
+    return set(options) if isinstance(options, dict) else set()
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """``b`` over ``a``, recursively for nested mappings."""
+    """``b`` over ``a``, recursively for nested mappings; a null where ``a`` has a mapping drops it
+    (``attention_options: {cnn: null}``: the base's options for cnn, back to its defaults)."""
     out = dict(a)
     for key, value in b.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)  # sections, and attention_options per variant
+        elif value is None and isinstance(out.get(key), dict):
+            del out[key]
         else:
             out[key] = value
     return out
@@ -254,20 +274,61 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 child = {}
                 node[k] = child
             node = child
-        node[keys[-1]] = value
+        if value is None and isinstance(node.get(keys[-1]), dict):
+            del node[keys[-1]]  # as in a file: a null drops a mapping (back to its defaults)
+        else:
+            node[keys[-1]] = value
     return data
 
 
 def load_config(source: str | None = None, overrides: list[str] | None = None) -> Config:
     """Load a preset or YAML file (default preset ``multi30k-small``) and apply overrides.
 
+    ``model.attention_options`` that only csan's presets give, for a variant that no layer uses
+    once the user's file and overrides are applied, are dropped: the main preset's options for its
+    ``cnn`` layers do not stand in the way of ``--set model.encoder_attention=csan1d``. Options the
+    user gives for a variant no layer uses stay, and :func:`csan.models.check_model` refuses them.
+
     Example:
         >>> load_config("tiny").model.d_model > 0
         True
+        >>> load_config("multi30k-small").model.attention_options
+        {'cnn': {'conv_layers': 1}}
+        >>> load_config("multi30k-small", ["model.encoder_attention=csan1d"]).model.attention_options
+        {}
     """
-    data = _load_source(source or "multi30k-small")
+    levels: list[tuple[bool, set[str]]] = []
+    data = _load_source(source or "multi30k-small", levels=levels)
     data = apply_overrides(data, overrides or [])
-    return config_from_dict(data, warn_legacy=True)
+    cfg = config_from_dict(data, warn_legacy=True)
+    users = set().union(*(names for preset, names in levels if not preset))
+    for item in overrides or []:
+        keys = item.split("=", 1)[0].strip().split(".")
+        if keys[:2] == ["model", "attention_options"]:
+            if len(keys) == 2:
+                return cfg  # the whole mapping set by the user: nothing dropped
+            users.add(keys[2])
+    presets_only = set().union(*(names for preset, names in levels if preset)) - users
+    return _without_unused_options(cfg, presets_only)
+
+
+def _without_unused_options(cfg: Config, names: set[str]) -> Config:
+    """``cfg`` without the ``attention_options`` of those of ``names`` that no layer uses."""
+    from csan.models.layout import layer_variants
+
+    m = cfg.model
+    if not names & set(m.attention_options):
+        return cfg
+    used: set[str] = set()
+    if m.arch == "transformer":
+        try:
+            used.update(layer_variants(m.encoder_attention, m.encoder_layers, "encoder"))
+            used.update(layer_variants(m.decoder_attention, m.decoder_layers, "decoder"))
+            used.update(layer_variants(m.cross_attention, m.decoder_layers, "cross"))
+        except ValueError:
+            return cfg  # csan.models.check_model says what is wrong with the placement
+    kept = {k: v for k, v in m.attention_options.items() if k in used or k not in names}
+    return replace(cfg, model=replace(m, attention_options=kept))
 
 
 def dump_config(cfg: Config) -> str:
