@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from csan.config import Config, config_from_dict, dump_config, load_config, presets
 from csan.attention.cnn import ConvThenAttention
+from csan.config import Config, config_from_dict, dump_config, load_config, presets
 from csan.errors import CsanError
 from csan.models import check_model
 
@@ -46,7 +46,7 @@ def test_the_main_job_trains_small_batches_with_one_convolution_in_two_encoder_l
         # their CNN rows: the default two sublayers, as the kept tables were trained
         cnn_row = load_config(name, ["model.encoder_attention=cnn@0-1"])
         assert cnn_row.model.attention_options == {}, name
-        assert len(ConvThenAttention(8, 2).convs) == 2
+        assert len(ConvThenAttention(d_model=8, heads=2).convs) == 2
     convs2s = load_config("convs2s-multi30k")
     assert (convs2s.model.arch, convs2s.train.max_tokens) == ("convs2s", 4096)
     assert (convs2s.model.encoder_attention, convs2s.model.attention_options) == ("vanilla", {})
@@ -64,7 +64,7 @@ def test_the_presets_options_for_a_variant_no_layer_uses_give_way_but_the_users_
     kept = load_config("multi30k-small", ["model.encoder_attention=cnn@0"])
     assert kept.model.attention_options == {"cnn": {"conv_layers": 1}}
     mine = ["model.encoder_attention=vanilla", "model.attention_options.cnn.kernel=5"]
-    with pytest.raises(CsanError, match="model.attention_options.cnn: no layer uses cnn"):
+    with pytest.raises(CsanError, match=r"model\.attention_options\.cnn: no layer uses cnn"):
         check_model(load_config("multi30k-small", mine).model)
     own = tmp_path / "own.yaml"
     own.write_text(

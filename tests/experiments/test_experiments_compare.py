@@ -477,7 +477,12 @@ def test_the_converged_preset_is_the_main_recipe_with_its_budget_in_epochs() -> 
     """The main recipe with 38 epochs instead of 60 minutes, at the batch and encoder attention its
     kept tables were trained with (the main job moved to 1,024 tokens and cnn@0-1 on 2026-11-27)."""
     kept = ["train.max_tokens=4096", "model.encoder_attention=vanilla"]
-    main_recipe = [*kept, "train.max_minutes=null", "train.max_epochs=38", "train.evaluate_test=true"]
+    main_recipe = [
+        *kept,
+        "train.max_minutes=null",
+        "train.max_epochs=38",
+        "train.evaluate_test=true",
+    ]
     assert load_config("converged-multi30k") == load_config("multi30k-small", main_recipe)
     fp32 = ["train.cpu_bf16=false", "train.compile=false"]
     assert load_config("converged-multi30k-fp32") == load_config("converged-multi30k", fp32)
