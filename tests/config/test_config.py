@@ -46,7 +46,7 @@ def test_the_main_job_trains_small_batches_with_one_convolution_in_two_encoder_l
         # their CNN rows: the default two sublayers, as the kept tables were trained
         cnn_row = load_config(name, ["model.encoder_attention=cnn@0-1"])
         assert cnn_row.model.attention_options == {}, name
-        assert len(ConvThenAttention(d_model=8, heads=2).convs) == 2
+    assert len(ConvThenAttention(d_model=8, heads=2).convs) == 2
     convs2s = load_config("convs2s-multi30k")
     assert (convs2s.model.arch, convs2s.train.max_tokens) == ("convs2s", 4096)
     assert (convs2s.model.encoder_attention, convs2s.model.attention_options) == ("vanilla", {})

@@ -53,12 +53,12 @@ def _read_yaml(text: str, origin: str) -> dict[str, Any]:
 def _load_source(
     name_or_path: str,
     seen: tuple[str, ...] = (),
-    levels: list[tuple[bool, set[str]]] | None = None,
+    users_options: set[str] | None = None,
 ) -> dict[str, Any]:
     """The nested dict of a preset or YAML file, following ``base:`` (single inheritance).
 
-    ``levels`` receives, for each file of the chain, whether it is a csan preset and the variants
-    it gives ``model.attention_options`` for (see :func:`load_config`).
+    ``users_options`` receives the variants that the chain's files other than csan's presets give
+    ``model.attention_options`` for (see :func:`load_config`).
     """
     if name_or_path in seen:
         raise CsanError(f"config {name_or_path}: 'base' chain loops: {' -> '.join(seen)}")
@@ -76,8 +76,8 @@ def _load_source(
             f"unknown preset {name_or_path!r}; presets: {', '.join(presets())} (or give a .yaml file)"
         )
     data = _read_yaml(text, origin)
-    if levels is not None:
-        levels.append((origin == f"preset {name_or_path}", _option_variants(data)))
+    if users_options is not None and origin != f"preset {name_or_path}":
+        users_options |= _option_variants(data)
     base = data.pop("base", None)
     if base is None:
         return data
@@ -88,7 +88,7 @@ def _load_source(
         and not Path(base).is_absolute()
     ):
         base = str(path.parent / base)  # a file's base is next to that file, wherever csan runs
-    return _merge(_load_source(base, (*seen, name_or_path), levels), data)
+    return _merge(_load_source(base, (*seen, name_or_path), users_options), data)
 
 
 def _option_variants(data: dict[str, Any]) -> set[str]:
@@ -105,11 +105,17 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for key, value in b.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)  # sections, and attention_options per variant
-        elif value is None and isinstance(out.get(key), dict):
-            del out[key]
         else:
-            out[key] = value
+            _assign(out, key, value)
     return out
+
+
+def _assign(node: dict[str, Any], key: str, value: Any) -> None:
+    """``node[key] = value``, except that a null where ``node`` has a mapping drops the mapping."""
+    if value is None and isinstance(node.get(key), dict):
+        del node[key]
+    else:
+        node[key] = value
 
 
 def _type_name(tp: Any) -> str:
@@ -274,10 +280,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 child = {}
                 node[k] = child
             node = child
-        if value is None and isinstance(node.get(keys[-1]), dict):
-            del node[keys[-1]]  # as in a file: a null drops a mapping (back to its defaults)
-        else:
-            node[keys[-1]] = value
+        _assign(node, keys[-1], value)  # as in a file: a null drops a mapping
     return data
 
 
@@ -297,37 +300,33 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
         >>> load_config("multi30k-small", ["model.encoder_attention=csan1d"]).model.attention_options
         {}
     """
-    levels: list[tuple[bool, set[str]]] = []
-    data = _load_source(source or "multi30k-small", levels=levels)
+    users: set[str] = set()
+    data = _load_source(source or "multi30k-small", users_options=users)
     data = apply_overrides(data, overrides or [])
     cfg = config_from_dict(data, warn_legacy=True)
-    users = set().union(*(names for preset, names in levels if not preset))
     for item in overrides or []:
         keys = item.split("=", 1)[0].strip().split(".")
         if keys[:2] == ["model", "attention_options"]:
             if len(keys) == 2:
                 return cfg  # the whole mapping set by the user: nothing dropped
             users.add(keys[2])
-    presets_only = set().union(*(names for preset, names in levels if preset)) - users
-    return _without_unused_options(cfg, presets_only)
+    return _without_unused_options(cfg, keep=users)
 
 
-def _without_unused_options(cfg: Config, names: set[str]) -> Config:
-    """``cfg`` without the ``attention_options`` of those of ``names`` that no layer uses."""
-    from csan.models.layout import layer_variants
-
+def _without_unused_options(cfg: Config, keep: set[str]) -> Config:
+    """``cfg`` without the ``attention_options`` that no layer uses, except those of ``keep``."""
     m = cfg.model
-    if not names & set(m.attention_options):
+    if set(m.attention_options) <= keep:
         return cfg
     used: set[str] = set()
     if m.arch == "transformer":
+        from csan.models.layout import attention_variants
+
         try:
-            used.update(layer_variants(m.encoder_attention, m.encoder_layers, "encoder"))
-            used.update(layer_variants(m.decoder_attention, m.decoder_layers, "decoder"))
-            used.update(layer_variants(m.cross_attention, m.decoder_layers, "cross"))
+            used = {name for side in attention_variants(m).values() for name in side}
         except ValueError:
             return cfg  # csan.models.check_model says what is wrong with the placement
-    kept = {k: v for k, v in m.attention_options.items() if k in used or k not in names}
+    kept = {k: v for k, v in m.attention_options.items() if k in used or k in keep}
     return replace(cfg, model=replace(m, attention_options=kept))
 
 

@@ -9,7 +9,7 @@ from csan.config import ModelConfig, check_model_config
 from csan.errors import CsanError
 from csan.models.base import EncoderOutput, Seq2SeqModel, reorder_state
 from csan.models.convs2s import ConvS2S
-from csan.models.layout import layer_variants
+from csan.models.layout import attention_variants
 from csan.models.transformer import Transformer
 
 __all__ = ["EncoderOutput", "Seq2SeqModel", "build_model", "check_model", "reorder_state"]
@@ -50,11 +50,7 @@ def check_model(cfg: ModelConfig) -> None:
     check_model_config(cfg)
     if cfg.arch == "transformer":
         try:
-            used = {
-                "encoder": layer_variants(cfg.encoder_attention, cfg.encoder_layers, "encoder"),
-                "decoder": layer_variants(cfg.decoder_attention, cfg.decoder_layers, "decoder"),
-                "cross": layer_variants(cfg.cross_attention, cfg.decoder_layers, "cross"),
-            }
+            used = attention_variants(cfg)
         except ValueError as e:
             raise CsanError(f"model config: {e}") from None
         names = {name for side in used.values() for name in side}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["layer_variants"]
+__all__ = ["attention_variants", "layer_variants"]
 
 
 def _parse_layers(spec: str, n_layers: int, where: str) -> set[int]:
@@ -50,3 +50,19 @@ def layer_variants(spec: str, n_layers: int, where: str = "attention") -> list[s
     if len(names) != n_layers:
         raise ValueError(f"{where}: {len(names)} names given for {n_layers} layers ({spec!r})")
     return names
+
+
+def attention_variants(cfg) -> dict[str, list[str]]:
+    """The variant of every encoder, decoder and cross-attention layer of a Transformer
+    :class:`~csan.config.ModelConfig`; a bad placement spec is a ``ValueError`` naming its side.
+
+    Example:
+        >>> from csan.config import ModelConfig
+        >>> attention_variants(ModelConfig(encoder_layers=2, decoder_layers=1, encoder_attention="cnn@0"))
+        {'encoder': ['cnn', 'vanilla'], 'decoder': ['vanilla'], 'cross': ['vanilla']}
+    """
+    return {
+        "encoder": layer_variants(cfg.encoder_attention, cfg.encoder_layers, "encoder"),
+        "decoder": layer_variants(cfg.decoder_attention, cfg.decoder_layers, "decoder"),
+        "cross": layer_variants(cfg.cross_attention, cfg.decoder_layers, "cross"),
+    }
