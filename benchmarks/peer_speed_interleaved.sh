@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# csan's main job and fairseq (../shared/peers/fairseq/run.sh) trained in alternating slices on one
+# machine, so the day's drift in CPU speed (up to 1.8x between hours) falls on both: each round runs
+# csan for MINUTES and fairseq for the same time, in ABBA order, each alone on the CPU. Prints each
+# slice's median target tokens/s (csan: metrics.jsonl train lines; fairseq: train_inner wps) and the
+# ratio per round. BLEU is not the point here (slices are minutes): the hour runs give that.
+#
+#   FSVENV=/path/to/fairseq-venv bash benchmarks/peer_speed_interleaved.sh OUT [ROUNDS] [MINUTES]
+#   ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ... (AVX2 emulated on a native-bf16 CPU)
+#
+# fairseq's data (its own joint SentencePiece 8k, binarised) is made once in OUT/fairseq-prep.
+# SUMMARY_ONLY=1 ... OUT [ROUNDS]: recompute OUT/summary.txt from the slices already there.
+set -euo pipefail
+out=$(mkdir -p "$1" && cd "$1" && pwd); rounds=${2:-2}; minutes=${3:-6}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+peer=$repo/../shared/peers/fairseq
+export CSAN_DATA=${CSAN_DATA:-$repo/../shared/data} TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
+hours=$(python3 -c "print($minutes / 60)")
+median() { python3 - "$@" <<'PY'
+import json, re, statistics, sys
+kind, path = sys.argv[1], sys.argv[2]
+if kind == "csan":
+    v = [json.loads(l)["tokens_per_s"] for l in open(path) if '"kind": "train"' in l]
+else:
+    # train_inner lines only: the epoch and valid summaries also say "wps" (valid's is inference)
+    v = [float(m.group(1)) for m in re.finditer(r"train_inner .*?\bwps=(\d+(?:\.\d+)?)", open(path).read())]
+print(f"{statistics.median(v):.1f} {len(v)}")
+PY
+}
+if [ "${SUMMARY_ONLY:-0}" = 1 ]; then  # recompute summary.txt from the slices already in OUT
+  : > "$out/summary.txt"
+  for r in $(seq 1 "$rounds"); do
+    read -r c n < <(median csan "$out/csan-$r/metrics.jsonl"); read -r f m < <(median fairseq "$out/fairseq-$r/train.log")
+    echo "round $r: csan $c over $n lines, fairseq $f over $m lines, csan / fairseq = $(python3 -c "print(f'{$c / $f:.3f}')")" | tee -a "$out/summary.txt"
+  done
+  exit 0
+fi
+{ date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; } | tee "$out/machine.txt"
+if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh makes the data, then we keep only that
+  FSVENV=${FSVENV:?set FSVENV} bash "$peer/run.sh" "$out/fairseq-prep" 0.001 > "$out/fairseq-prep.out" 2>&1 || true
+  rm -rf "$out/fairseq-prep/ckpt"
+fi
+slice() {  # slice csan|fairseq NAME
+  local d=$out/$2
+  rm -rf "$d"
+  if [ "$1" = csan ]; then
+    "$repo/.venv/bin/csan" train --config multi30k-small --set "train.max_minutes=$minutes" \
+      --set train.evaluate_test=false --out "$d" > "$d.out" 2>&1
+    median csan "$d/metrics.jsonl"
+  else
+    mkdir -p "$d" && cp -r "$out/fairseq-prep/bin" "$d/bin"
+    FSVENV=$FSVENV bash "$peer/run.sh" "$d" "$hours" > "$d.out" 2>&1
+    median fairseq "$d/train.log"
+  fi
+}
+for r in $(seq 1 "$rounds"); do
+  if [ $((r % 2)) = 1 ]; then order="csan fairseq"; else order="fairseq csan"; fi
+  for s in $order; do
+    read -r med n < <(slice "$s" "$s-$r")
+    echo "round $r $s: median $med target tokens/s over $n log lines ($(date -u +%H:%M))" | tee -a "$out/summary.txt"
+    eval "${s}_$r=$med"
+  done
+  c=csan_$r; f=fairseq_$r
+  python3 -c "print(f'round $r: csan / fairseq = {${!c} / ${!f}:.3f}')" | tee -a "$out/summary.txt"
+done
