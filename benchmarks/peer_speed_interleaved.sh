@@ -53,7 +53,7 @@ slice() {  # slice csan|fairseq NAME
     median fairseq "$d/train.log"
   fi
 }
-for r in $(seq 1 "$rounds"); do
+for r in $(seq "${FIRST_ROUND:-1}" "$rounds"); do  # FIRST_ROUND=3 ... OUT 4: two more rounds
   if [ $((r % 2)) = 1 ]; then order="csan fairseq"; else order="fairseq csan"; fi
   for s in $order; do
     read -r med n < <(slice "$s" "$s-$r")
