@@ -27,14 +27,14 @@ else:
 print(f"{statistics.median(v):.1f} {len(v)}")
 PY
 }
-if [ "${SUMMARY_ONLY:-0}" = 1 ]; then  # recompute summary.txt from the slices already in OUT
+summarise() {  # OUT/summary.txt: csan / fairseq per round, from the slices' own logs
   : > "$out/summary.txt"
   for r in $(seq 1 "$rounds"); do
     read -r c n < <(median csan "$out/csan-$r/metrics.jsonl"); read -r f m < <(median fairseq "$out/fairseq-$r/train.log")
     echo "round $r: csan $c over $n lines, fairseq $f over $m lines, csan / fairseq = $(python3 -c "print(f'{$c / $f:.3f}')")" | tee -a "$out/summary.txt"
   done
-  exit 0
-fi
+}
+if [ "${SUMMARY_ONLY:-0}" = 1 ]; then summarise; exit 0; fi
 { date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; } | tee "$out/machine.txt"
 if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh makes the data, then we keep only that
   FSVENV=${FSVENV:?set FSVENV} bash "$peer/run.sh" "$out/fairseq-prep" 0.001 > "$out/fairseq-prep.out" 2>&1 || true
@@ -57,9 +57,7 @@ for r in $(seq "${FIRST_ROUND:-1}" "$rounds"); do  # FIRST_ROUND=3 ... OUT 4: tw
   if [ $((r % 2)) = 1 ]; then order="csan fairseq"; else order="fairseq csan"; fi
   for s in $order; do
     read -r med n < <(slice "$s" "$s-$r")
-    echo "round $r $s: median $med target tokens/s over $n log lines ($(date -u +%H:%M))" | tee -a "$out/summary.txt"
-    eval "${s}_$r=$med"
+    echo "round $r $s: median $med target tokens/s over $n log lines ($(date -u +%H:%M))"
   done
-  c=csan_$r; f=fairseq_$r
-  python3 -c "print(f'round $r: csan / fairseq = {${!c} / ${!f}:.3f}')" | tee -a "$out/summary.txt"
 done
+summarise

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from csan.config import ModelConfig
+
 __all__ = ["attention_variants", "layer_variants"]
 
 
@@ -52,7 +57,7 @@ def layer_variants(spec: str, n_layers: int, where: str = "attention") -> list[s
     return names
 
 
-def attention_variants(cfg) -> dict[str, list[str]]:
+def attention_variants(cfg: ModelConfig) -> dict[str, list[str]]:
     """The variant of every encoder, decoder and cross-attention layer of a Transformer
     :class:`~csan.config.ModelConfig`; a bad placement spec is a ``ValueError`` naming its side.
 
