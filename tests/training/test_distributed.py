@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -54,15 +55,31 @@ def records(run: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
 
 
+def tagged(tag: str) -> list[int]:
+    """The live processes whose environment holds ``tag``: torchrun's agent and its workers.
+
+    (The workers cannot be found by session or process group: the agent starts each in a session of
+    its own, and an agent that died leaves them to init. The environment they inherit finds them.)
+    """
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if tag.encode() in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+    return found
+
+
 def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """Run ``python -m csan ARGS`` under torchrun; a hang fails with every process's Python stack.
 
-    (20 tiny steps take ~20 s; on a timeout each process of the session gets SIGABRT, which
-    ``PYTHONFAULTHANDLER`` turns into a traceback of all its threads on stderr.)
+    (20 tiny steps take ~20 s; on a timeout the agent and every worker get SIGABRT, which
+    ``PYTHONFAULTHANDLER`` turns into a traceback of all its threads on stderr, then SIGKILL.)
     """
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", "-m", "csan", *args]  # fmt: skip
+    tag = f"CSAN_TEST_TORCHRUN={uuid.uuid4().hex}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    env[tag.split("=")[0]] = tag.split("=")[1]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,
@@ -70,20 +87,20 @@ def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.Complet
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        pids = subprocess.run(
-            ["pgrep", "-s", str(proc.pid)], capture_output=True, text=True
-        ).stdout.split()
+        pids = tagged(tag)
         tree = subprocess.run(
-            ["ps", "-o", "pid,ppid,stat,etime,args", "-s", str(proc.pid)],
+            ["ps", "-ww", "-o", "pid,ppid,sid,stat,etime,args", "-p", ",".join(map(str, pids)) or "0"],
             capture_output=True, text=True,
         ).stdout  # fmt: skip
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGABRT)
-        time.sleep(2)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        for sig in (signal.SIGABRT, signal.SIGKILL):  # stacks first, then make sure
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            time.sleep(2)
+        try:  # the workers held the pipes; with all of them gone this returns at once
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "(no output: the pipes stayed open)", ""
         pytest.fail(
             f"torchrun still running after {timeout:.0f} s; processes:\n{tree}\n"
             f"stdout:\n{out[-3000:]}\nstderr (stacks after SIGABRT):\n{err[-12000:]}"
