@@ -77,9 +77,9 @@ def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.Complet
     """
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", "-m", "csan", *args]  # fmt: skip
-    tag = f"CSAN_TEST_TORCHRUN={uuid.uuid4().hex}"
+    token = uuid.uuid4().hex
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
-    env[tag.split("=")[0]] = tag.split("=")[1]
+    env["CSAN_TEST_TORCHRUN"] = token
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,
@@ -87,7 +87,7 @@ def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.Complet
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        pids = tagged(tag)
+        pids = tagged(f"CSAN_TEST_TORCHRUN={token}")
         tree = subprocess.run(
             ["ps", "-ww", "-o", "pid,ppid,sid,stat,etime,args", "-p", ",".join(map(str, pids)) or "0"],
             capture_output=True, text=True,
