@@ -32,6 +32,7 @@ from csan.config import load_config
 from csan.training.trainer import train
 
 STEPS = 20
+TAG_VAR = "CSAN_TEST_TORCHRUN"  # in each torchrun's environment, to find its processes by
 
 
 def overrides(tiny_overrides: list[str]) -> list[str]:
@@ -78,8 +79,7 @@ def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.Complet
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", "-m", "csan", *args]  # fmt: skip
     token = uuid.uuid4().hex
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
-    env["CSAN_TEST_TORCHRUN"] = token
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", TAG_VAR: token}
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,
@@ -87,7 +87,7 @@ def torchrun(nproc: int, *args: str, timeout: float = 240) -> subprocess.Complet
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        pids = tagged(f"CSAN_TEST_TORCHRUN={token}")
+        pids = tagged(f"{TAG_VAR}={token}")
         tree = subprocess.run(
             ["ps", "-ww", "-o", "pid,ppid,sid,stat,etime,args", "-p", ",".join(map(str, pids)) or "0"],
             capture_output=True, text=True,
