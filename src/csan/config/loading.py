@@ -270,9 +270,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         >>> apply_overrides({"train": {"lr": 1.0}}, ["train.lr=0.0005", "model.heads=4"])
         {'train': {'lr': 0.0005}, 'model': {'heads': 4}}
     """
+    return _apply_parsed(data, [_parse_override(item) for item in overrides])
+
+
+def _apply_parsed(data: dict[str, Any], parsed: list[tuple[list[str], Any]]) -> dict[str, Any]:
+    """``data`` with the parsed overrides ``(keys, value)`` applied, in order (a new dict)."""
     data = _merge({}, data)
-    for item in overrides:
-        keys, value = _parse_override(item)
+    for keys, value in parsed:
         node = data
         for k in keys[:-1]:
             child = node.get(k)
@@ -302,10 +306,10 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
     """
     users: set[str] = set()
     data = _load_source(source or "multi30k-small", users_options=users)
-    data = apply_overrides(data, overrides or [])
+    parsed = [_parse_override(item) for item in overrides or []]
+    data = _apply_parsed(data, parsed)
     cfg = config_from_dict(data, warn_legacy=True)
-    for item in overrides or []:
-        keys = item.split("=", 1)[0].strip().split(".")
+    for keys, _ in parsed:
         if keys[:2] == ["model", "attention_options"]:
             if len(keys) == 2:
                 return cfg  # the whole mapping set by the user: nothing dropped
