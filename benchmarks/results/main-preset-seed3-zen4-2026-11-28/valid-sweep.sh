@@ -7,8 +7,7 @@ RUNS=${1:-/work/runs42}
 cd "$(dirname "$0")/../../.."
 D=../shared/data/multi30k
 ev() {
-  .venv/bin/csan evaluate --model "$1" --beam "$2" --lenpen "$3" --src $D/valid.en --ref $D/valid.de --json 2>/dev/null |
-    python3 -c "import json,sys; d=json.load(sys.stdin); print(round(d['bleu'],2), round(d['chrf'],2))"
+  .venv/bin/csan evaluate --model "$1" --beam "$2" --lenpen "$3" --src $D/valid.en --ref $D/valid.de 2>/dev/null | head -1
 }
 for RUN in "$RUNS/preset-seed3" "$RUNS/b512"; do
   for b in 4 5; do for lp in 1.0 1.4 1.8; do
