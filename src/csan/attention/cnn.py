@@ -8,8 +8,9 @@ Notation: x (batch, time, d_model). ``L = conv_layers`` residual convolution sub
 
 The module returns ``y + (c^L - x)``: the model adds its input ``x`` back (its residual connection), so the
 layer's stream becomes ``c^L + y``, which makes the convolutions true residual sublayers before the
-attention sublayer as in QANet. Choices where SPEC is silent: full (not depthwise-separable) convolutions
-``d_model -> d_model``; layer norm before each convolution (QANet's pre-norm blocks). Encoder only.
+attention sublayer as in QANet. Choices where SPEC is silent: full convolutions ``d_model -> d_model`` by
+default, QANet's own depthwise-separable form with ``separable=True`` (a third of the multiply-adds at
+kernel 3); layer norm before each convolution (QANet's pre-norm blocks). Encoder only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torch import Tensor, nn
 from csan.attention.base import SelfAttention, merge_heads
 from csan.attention.registry import register
 from csan.functional import attention_mask, masked_attention
-from csan.kernels.conv import TimeConv1d
+from csan.kernels.conv import SeparableTimeConv1d, TimeConv1d
 
 __all__ = ["ConvThenAttention"]
 
@@ -34,6 +35,8 @@ class ConvThenAttention(SelfAttention):
     Options:
         conv_layers: number of convolution sublayers, >= 1 (default 2).
         kernel: odd convolution width, >= 1 (default 3).
+        separable: depthwise-separable convolutions (QANet's form: a width-k filter per channel, then
+            a pointwise ``d_model -> d_model`` product) instead of full ones (default False).
 
     Example:
         >>> import torch
@@ -53,6 +56,7 @@ class ConvThenAttention(SelfAttention):
         dropout: float = 0.0,
         conv_layers: int = 2,
         kernel: int = 3,
+        separable: bool = False,
         bias: bool = True,
     ) -> None:
         super().__init__(d_model=d_model, heads=heads, causal=causal, dropout=dropout, bias=bias)
@@ -60,14 +64,21 @@ class ConvThenAttention(SelfAttention):
             raise ValueError(f"conv_layers must be an integer >= 1, got {conv_layers!r}")
         if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1 or kernel % 2 == 0:
             raise ValueError(f"kernel must be a positive odd integer, got {kernel!r}")
+        if not isinstance(separable, bool):
+            raise ValueError(f"separable must be true or false, got {separable!r}")
         self.kernel = kernel
+        self.separable = separable
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(conv_layers))
         self.convs = nn.ModuleList(
-            TimeConv1d(d_model, d_model, kernel, padding=kernel // 2) for _ in range(conv_layers)
+            SeparableTimeConv1d(d_model, kernel)
+            if separable
+            else TimeConv1d(d_model, d_model, kernel, padding=kernel // 2)
+            for _ in range(conv_layers)
         )
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, conv_layers={len(self.convs)}, kernel={self.kernel}"
+        extra = ", separable=True" if self.separable else ""
+        return f"{super().extra_repr()}, conv_layers={len(self.convs)}, kernel={self.kernel}{extra}"
 
     def convolve(self, x: Tensor, key_padding_mask: Tensor | None) -> Tensor:
         """The residual convolution stack: (batch, time, d_model) -> same."""
