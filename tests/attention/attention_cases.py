@@ -23,6 +23,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "local_soft": ("local_soft", {}),
     "block": ("block", {"block_size": 3}),
     "cnn": ("cnn", {"conv_layers": 2, "kernel": 3}),
+    "cnn-separable": ("cnn", {"conv_layers": 2, "kernel": 5, "separable": True}),
     "bi_direct": ("bi_direct", {}),
     "context-global": ("context", {"context": "global"}),
     "context-deep": ("context", {"context": "deep", "layer": 2}),

@@ -260,6 +260,17 @@ def slow_cnn(module, x, mask=None, history=None):
                     for i in range(t)
                 ]
             )
+            if module.separable:  # depthwise: each channel its own filter, then a pointwise product
+                depth = conv.depthwise[:, 0, :]  # (channels, width)
+                width = depth.size(1)
+                for i in range(t):
+                    u = torch.zeros_like(c[b, i])
+                    for tap in range(width):
+                        src = i - width // 2 + tap
+                        if 0 <= src < t:
+                            u = u + depth[:, tap] * h[src]
+                    rows.append(c[b, i] + torch.relu(linear(u, conv.pointwise)))
+                continue
             width = conv.weight.size(2)
             for i in range(t):
                 delta = conv_at(h, conv.weight, conv.bias, i, 1, width // 2)

@@ -183,6 +183,7 @@ def test_registry_lists_every_variant():
         ("block", {"block_size": 0}, "got 0"),
         ("cnn", {"kernel": 2}, "got 2"),
         ("cnn", {"conv_layers": 0}, "got 0"),
+        ("cnn", {"separable": "yes"}, "separable must be true or false, got 'yes'"),
         ("context", {"context": "local"}, "got 'local'"),
         ("context", {"context": "deep"}, "needs option layer"),
         ("context", {"context": "deep", "layer": 0}, "got 0"),

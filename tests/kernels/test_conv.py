@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from csan.attention.cnn import ConvThenAttention
 from csan.attention.conv_qkv import InceptionConv
-from csan.kernels.conv import TimeConv1d, conv_over_time
+from csan.kernels.conv import SeparableTimeConv1d, TimeConv1d, conv_over_time
 from csan.models.convs2s import EncoderBlock
 
 
@@ -44,16 +44,17 @@ def test_conv_over_time_without_bias_and_wrong_channels() -> None:
 
 
 class _EveryConvolution(nn.Module):
-    """The three places csan convolves over time, in one module: CNNs baseline, Conv Q/K/V, ConvS2S."""
+    """The places csan convolves over time, in one module: CNNs baseline (full and separable), Conv Q/K/V, ConvS2S."""
 
     def __init__(self, d: int) -> None:
         super().__init__()
         self.cnn = ConvThenAttention(d_model=d, heads=2, conv_layers=1, kernel=3)
+        self.separable = ConvThenAttention(d_model=d, heads=2, conv_layers=1, separable=True)
         self.qkv = InceptionConv(d, d, [(3, 1), (3, 2)], causal=True)
         self.block = EncoderBlock(d, kernel=3, dropout=0.0)
 
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
-        return self.block(self.qkv(self.cnn(x, pad)), pad)
+        return self.block(self.qkv(self.separable(self.cnn(x, pad), pad)), pad)
 
 
 def test_convolutions_compile_once_for_every_sentence_length() -> None:
@@ -84,3 +85,29 @@ def test_time_conv1d_refuses_what_conv_over_time_does_not_compute() -> None:
         TimeConv1d(4, 4, 3, padding="same")
     with pytest.raises(ValueError, match="stride 1 and one group"):
         TimeConv1d(4, 4, 3, stride=2)
+
+
+@pytest.mark.parametrize(("channels", "k", "t"), [(4, 3, 9), (6, 1, 4), (5, 5, 3), (3, 7, 8)])
+def test_separable_conv_is_grouped_conv1d_then_linear_with_its_gradients(
+    channels: int, k: int, t: int
+) -> None:
+    torch.manual_seed(channels * 10 + k)
+    conv = SeparableTimeConv1d(channels, k).double()
+    x = torch.randn(2, t, channels, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(2, t, channels, dtype=torch.float64)
+    params = (x, conv.depthwise, conv.pointwise.weight, conv.pointwise.bias)
+
+    ours = conv(x)
+    grads = torch.autograd.grad((ours * g).sum(), params)
+    depth = F.conv1d(x.transpose(1, 2), conv.depthwise, padding=k // 2, groups=channels)
+    theirs = conv.pointwise(depth.transpose(1, 2))
+    expected = torch.autograd.grad((theirs * g).sum(), params)
+
+    torch.testing.assert_close(ours, theirs)
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want)
+
+
+def test_separable_conv_refuses_an_even_width() -> None:
+    with pytest.raises(ValueError, match="kernel must be a positive odd integer, got 4"):
+        SeparableTimeConv1d(4, 4)
