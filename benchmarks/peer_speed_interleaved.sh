@@ -10,6 +10,7 @@
 #
 # fairseq's data (its own joint SentencePiece 8k, binarised) is made once in OUT/fairseq-prep.
 # SUMMARY_ONLY=1 ... OUT [ROUNDS]: recompute OUT/summary.txt from the slices already there.
+# CSAN_SET="model.attention_options.cnn.conv_layers=2 ...": more --set overrides for csan's slices.
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd); rounds=${2:-2}; minutes=${3:-6}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,17 +36,18 @@ summarise() {  # OUT/summary.txt: csan / fairseq per round, from the slices' own
   done
 }
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then summarise; exit 0; fi
-{ date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; } | tee "$out/machine.txt"
+{ date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; echo "csan overrides: ${CSAN_SET:-none}"; } | tee "$out/machine.txt"
 if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh makes the data, then we keep only that
   FSVENV=${FSVENV:?set FSVENV} bash "$peer/run.sh" "$out/fairseq-prep" 0.001 > "$out/fairseq-prep.out" 2>&1 || true
   rm -rf "$out/fairseq-prep/ckpt"
 fi
+extra=(); for kv in ${CSAN_SET:-}; do extra+=(--set "$kv"); done
 slice() {  # slice csan|fairseq NAME
   local d=$out/$2
   rm -rf "$d"
   if [ "$1" = csan ]; then
     "$repo/.venv/bin/csan" train --config multi30k-small --set "train.max_minutes=$minutes" \
-      --set train.evaluate_test=false --out "$d" > "$d.out" 2>&1
+      --set train.evaluate_test=false "${extra[@]}" --out "$d" > "$d.out" 2>&1
     median csan "$d/metrics.jsonl"
   else
     mkdir -p "$d" && cp -r "$out/fairseq-prep/bin" "$d/bin"
