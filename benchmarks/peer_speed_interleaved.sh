@@ -11,6 +11,8 @@
 # fairseq's data (its own joint SentencePiece 8k, binarised) is made once in OUT/fairseq-prep.
 # SUMMARY_ONLY=1 ... OUT [ROUNDS]: recompute OUT/summary.txt from the slices already there.
 # CSAN_SET="model.attention_options.cnn.conv_layers=2 ...": more --set overrides for csan's slices.
+# CSAN_SET_B="...": a second csan recipe ("csanb", CSAN_SET_B's overrides only) in every round, between
+# the other two (csan csanb fairseq, then fairseq csanb csan), so two recipes meet fairseq in one sitting.
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd); rounds=${2:-2}; minutes=${3:-6}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,21 +35,28 @@ summarise() {  # OUT/summary.txt: csan / fairseq per round, from the slices' own
   for r in $(seq 1 "$rounds"); do
     read -r c n < <(median csan "$out/csan-$r/metrics.jsonl"); read -r f m < <(median fairseq "$out/fairseq-$r/train.log")
     echo "round $r: csan $c over $n lines, fairseq $f over $m lines, csan / fairseq = $(python3 -c "print(f'{$c / $f:.3f}')")" | tee -a "$out/summary.txt"
+    if [ -f "$out/csanb-$r/metrics.jsonl" ]; then
+      read -r b k < <(median csan "$out/csanb-$r/metrics.jsonl")
+      echo "round $r: csanb $b over $k lines, csanb / fairseq = $(python3 -c "print(f'{$b / $f:.3f}')"), csanb / csan = $(python3 -c "print(f'{$b / $c:.3f}')")" | tee -a "$out/summary.txt"
+    fi
   done
 }
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then summarise; exit 0; fi
-{ date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; echo "csan overrides: ${CSAN_SET:-none}"; } | tee "$out/machine.txt"
+{ date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; echo "csan overrides: ${CSAN_SET:-none}"
+  [ -z "${CSAN_SET_B:-}" ] || echo "csanb overrides: $CSAN_SET_B"; } | tee "$out/machine.txt"
 if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh makes the data, then we keep only that
   FSVENV=${FSVENV:?set FSVENV} bash "$peer/run.sh" "$out/fairseq-prep" 0.001 > "$out/fairseq-prep.out" 2>&1 || true
   rm -rf "$out/fairseq-prep/ckpt"
 fi
 extra=(); for kv in ${CSAN_SET:-}; do extra+=(--set "$kv"); done
-slice() {  # slice csan|fairseq NAME
+extrab=(); for kv in ${CSAN_SET_B:-}; do extrab+=(--set "$kv"); done
+slice() {  # slice csan|csanb|fairseq NAME
   local d=$out/$2
   rm -rf "$d"
-  if [ "$1" = csan ]; then
+  if [ "$1" = csan ] || [ "$1" = csanb ]; then
+    local sets=("${extra[@]}"); [ "$1" = csan ] || sets=("${extrab[@]}")
     "$repo/.venv/bin/csan" train --config multi30k-small --set "train.max_minutes=$minutes" \
-      --set train.evaluate_test=false "${extra[@]}" --out "$d" > "$d.out" 2>&1
+      --set train.evaluate_test=false "${sets[@]}" --out "$d" > "$d.out" 2>&1
     median csan "$d/metrics.jsonl"
   else
     mkdir -p "$d" && cp -r "$out/fairseq-prep/bin" "$d/bin"
@@ -56,7 +65,8 @@ slice() {  # slice csan|fairseq NAME
   fi
 }
 for r in $(seq "${FIRST_ROUND:-1}" "$rounds"); do  # FIRST_ROUND=3 ... OUT 4: two more rounds
-  if [ $((r % 2)) = 1 ]; then order="csan fairseq"; else order="fairseq csan"; fi
+  mid=; [ -z "${CSAN_SET_B:-}" ] || mid=csanb
+  if [ $((r % 2)) = 1 ]; then order="csan $mid fairseq"; else order="fairseq $mid csan"; fi
   for s in $order; do
     read -r med n < <(slice "$s" "$s-$r")
     echo "round $r $s: median $med target tokens/s over $n log lines ($(date -u +%H:%M))"
