@@ -40,6 +40,15 @@ summarise() {  # OUT/summary.txt: csan / fairseq per round, from the slices' own
       echo "round $r: csanb $b over $k lines, csanb / fairseq = $(python3 -c "print(f'{$b / $f:.3f}')"), csanb / csan = $(python3 -c "print(f'{$b / $c:.3f}')")" | tee -a "$out/summary.txt"
     fi
   done
+  python3 - "$out/summary.txt" <<'PY' | tee -a "$out/summary.txt"
+import math, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+for who in ("csan", "csanb"):
+    r = [float(m.group(1)) for l in lines if (m := re.search(rf"\b{who} / fairseq = ([\d.]+)", l))]
+    if len(r) > 1:
+        g = math.exp(sum(map(math.log, r)) / len(r))
+        print(f"all {len(r)} rounds: {who} / fairseq geometric mean {g:.3f}, range {min(r):.3f}-{max(r):.3f}")
+PY
 }
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then summarise; exit 0; fi
 { date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; echo "csan overrides: ${CSAN_SET:-none}"
