@@ -41,12 +41,12 @@ summarise() {  # OUT/summary.txt: csan / fairseq per round, from the slices' own
     fi
   done
   python3 - "$out/summary.txt" <<'PY' | tee -a "$out/summary.txt"
-import math, re, sys
-lines = open(sys.argv[1]).read().splitlines()
+import re, statistics, sys
+text = open(sys.argv[1]).read()
 for who in ("csan", "csanb"):
-    r = [float(m.group(1)) for l in lines if (m := re.search(rf"\b{who} / fairseq = ([\d.]+)", l))]
+    r = [float(x) for x in re.findall(rf"\b{who} / fairseq = ([\d.]+)", text)]
     if len(r) > 1:
-        g = math.exp(sum(map(math.log, r)) / len(r))
+        g = statistics.geometric_mean(r)
         print(f"all {len(r)} rounds: {who} / fairseq geometric mean {g:.3f}, range {min(r):.3f}-{max(r):.3f}")
 PY
 }
