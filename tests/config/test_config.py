@@ -32,13 +32,13 @@ def test_default_source_is_multi30k_small() -> None:
     assert load_config() == load_config("multi30k-small")
 
 
-def test_the_main_job_trains_small_batches_with_one_convolution_in_two_encoder_layers() -> None:
-    """multi30k-small (2026-11-27): 1,024 target tokens a batch and cnn@0-1 with one sublayer; the
+def test_the_main_job_trains_small_batches_with_two_convolutions_in_two_encoder_layers() -> None:
+    """multi30k-small (2026-11-29): 1,024 target tokens a batch and cnn@0-1 with two sublayers; the
     presets whose kept tables were trained at 4,096 tokens with vanilla attention still say so."""
     main = load_config("multi30k-small")
     assert main.train.max_tokens == 1024
     assert main.model.encoder_attention == "cnn@0-1"
-    assert main.model.attention_options == {"cnn": {"conv_layers": 1}}
+    assert main.model.attention_options == {"cnn": {"conv_layers": 2}}
     for name in ("compare-multi30k", "converged-multi30k", "converged-multi30k-fp32"):
         kept = load_config(name)
         assert kept.train.max_tokens == 4096, name
@@ -62,7 +62,7 @@ def test_the_presets_options_for_a_variant_no_layer_uses_give_way_but_the_users_
         assert cfg.model.attention_options == {}
         check_model(cfg.model)
     kept = load_config("multi30k-small", ["model.encoder_attention=cnn@0"])
-    assert kept.model.attention_options == {"cnn": {"conv_layers": 1}}
+    assert kept.model.attention_options == {"cnn": {"conv_layers": 2}}
     mine = ["model.encoder_attention=vanilla", "model.attention_options.cnn.kernel=5"]
     with pytest.raises(CsanError, match=r"model\.attention_options\.cnn: no layer uses cnn"):
         check_model(load_config("multi30k-small", mine).model)

@@ -300,7 +300,7 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
         >>> load_config("tiny").model.d_model > 0
         True
         >>> load_config("multi30k-small").model.attention_options
-        {'cnn': {'conv_layers': 1}}
+        {'cnn': {'conv_layers': 2}}
         >>> load_config("multi30k-small", ["model.encoder_attention=csan1d"]).model.attention_options
         {}
     """
