@@ -13,6 +13,8 @@
 # CSAN_SET="model.attention_options.cnn.conv_layers=2 ...": more --set overrides for csan's slices.
 # CSAN_SET_B="...": a second csan recipe ("csanb", CSAN_SET_B's overrides only) in every round, between
 # the other two (csan csanb fairseq, then fairseq csanb csan), so two recipes meet fairseq in one sitting.
+# CSAN_TEST=1: csan's slices score test2016 too (fairseq's always do). One round of 60 minutes is then
+# the hour against fairseq with BLEU: CSAN_TEST=1 FSVENV=... bash benchmarks/peer_speed_interleaved.sh OUT 1 60
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd); rounds=${2:-2}; minutes=${3:-6}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,13 +61,14 @@ if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh makes the data, then we keep
 fi
 extra=(); for kv in ${CSAN_SET:-}; do extra+=(--set "$kv"); done
 extrab=(); for kv in ${CSAN_SET_B:-}; do extrab+=(--set "$kv"); done
+scoring=(--set train.evaluate_test=false); [ "${CSAN_TEST:-0}" != 1 ] || scoring=()
 slice() {  # slice csan|csanb|fairseq NAME
   local d=$out/$2
   rm -rf "$d"
   if [ "$1" = csan ] || [ "$1" = csanb ]; then
     local sets=("${extra[@]}"); [ "$1" = csan ] || sets=("${extrab[@]}")
     "$repo/.venv/bin/csan" train --config multi30k-small --set "train.max_minutes=$minutes" \
-      --set train.evaluate_test=false "${sets[@]}" --out "$d" > "$d.out" 2>&1
+      "${scoring[@]}" "${sets[@]}" --out "$d" > "$d.out" 2>&1
     median csan "$d/metrics.jsonl"
   else
     mkdir -p "$d" && cp -r "$out/fairseq-prep/bin" "$d/bin"
