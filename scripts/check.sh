@@ -7,4 +7,6 @@ if [ -z "${CSAN_DATA:-}" ] && [ -d ../shared/data ]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/python -m pytest -q "$@"
+# one pytest-xdist worker a core (tests/conftest.py gives each its share of the threads);
+# pass -n 0 to run in one process
+.venv/bin/python -m pytest -q -n auto "$@"

@@ -4,6 +4,8 @@
   within a few minutes on 2 CPU cores. This hook is the only one that decides it.
 - ``CSAN_CACHE`` points at one temporary folder for the whole session, so no test writes into
   ``~/.cache`` and the subword model of the real corpus is learned (and its splits encoded) once.
+- Under pytest-xdist (``scripts/check.sh`` runs ``-n auto``) each worker takes its share of the
+  cores as torch threads (2 cores, 2 workers: one thread each), so the workers do not oversubscribe.
 - The real Multi30k corpus is found under ``$CSAN_DATA/multi30k`` (default: ``shared/data`` beside
   the repository, as in this project's layout), MNIST under ``$CSAN_DATA/mnist``; tests that need
   them are skipped when they are absent, and fail instead under ``CI=true``.
@@ -26,6 +28,25 @@ DEFAULT_DATA_ROOT = REPO_ROOT.parent / "shared" / "data"
 # With --doctest-modules every .py file is also collected as a module; conftest.py files in folders
 # without __init__.py are all named "conftest" and clash there. Pytest loads them as conftests anyway.
 collect_ignore_glob = ["*conftest.py"]
+
+
+def _threads_per_worker() -> int | None:
+    """The cores this process may run on, shared between pytest-xdist's workers; None outside
+    xdist, or where the user set ``OMP_NUM_THREADS`` themselves."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers < 1 or "OMP_NUM_THREADS" in os.environ:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // workers)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    threads = _threads_per_worker()
+    if threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # for the csan processes tests start, too
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
