@@ -5,6 +5,7 @@ A/B of an environment variable, one process each, alternated).
 """
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from csan.config import load_config
 from csan.training.trainer import Trainer
 
-cfg = load_config("multi30k-small", ["train.evaluate_test=false"])
+cfg = load_config("multi30k-small", ["train.evaluate_test=false", *sys.argv[1:]])
 with tempfile.TemporaryDirectory() as tmp:
     tr = Trainer(cfg, Path(tmp) / "run", progress=False)
     b = tr.data.sampler.batches(1)
@@ -28,6 +29,7 @@ with tempfile.TemporaryDirectory() as tmp:
     mins = [min(v) * 1e3 for v in per.values()]
     print(
         os.environ.get("MKL_ENABLE_INSTRUCTIONS", "default"),
+        " ".join(sys.argv[1:]),
         "min per batch ms:",
         " ".join(f"{m:.1f}" for m in mins),
         f"sum {sum(mins):.1f}",
