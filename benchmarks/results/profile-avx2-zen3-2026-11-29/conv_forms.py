@@ -4,24 +4,15 @@
     python benchmarks/results/profile-avx2-zen3-2026-11-29/conv_forms.py
 """
 
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
+from _median import median_seconds
 
 from csan.kernels.conv import conv_over_time
 
 
 def bench(f, n=31):
-    for _ in range(5):
-        f()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return median_seconds(f, n=n, warmup=5) * 1e3
 
 
 torch.manual_seed(0)

@@ -3,24 +3,15 @@
 python benchmarks/results/profile-avx2-zen3-2026-11-29/matmul_backends.py
 """
 
-import statistics
-import time
-
 import torch
+from _median import median_seconds
 
 SHAPES = [(1020, 256, 8000), (1014, 8000, 256), (8000, 1014, 256), (1020, 256, 1024),
           (1020, 1024, 256), (256, 1020, 1024), (1020, 256, 768), (1020, 256, 256)]  # fmt: skip
 
 
 def bench(f, n=15):
-    for _ in range(3):
-        f()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_seconds(f, n=n, warmup=3)
 
 
 for m, k, n in SHAPES:

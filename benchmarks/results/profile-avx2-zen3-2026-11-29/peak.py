@@ -3,23 +3,14 @@
 OPENBLAS_NUM_THREADS=1 python benchmarks/results/profile-avx2-zen3-2026-11-29/peak.py
 """
 
-import statistics
-import time
-
 import torch
+from _median import median_seconds
 
 torch.set_num_threads(1)
 
 
 def bench(f, n=7):
-    for _ in range(2):
-        f()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return median_seconds(f, n=n, warmup=2)
 
 
 a = torch.randn(2048, 2048)

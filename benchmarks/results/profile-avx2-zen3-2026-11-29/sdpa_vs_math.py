@@ -4,23 +4,14 @@ backend, and the same by hand (matmul, softmax, matmul).
     python benchmarks/results/profile-avx2-zen3-2026-11-29/sdpa_vs_math.py
 """
 
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
+from _median import median_seconds
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def bench(f, n=21):
-    for _ in range(5):
-        f()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return median_seconds(f, n=n, warmup=5) * 1e3
 
 
 def compare(B, T, S):

@@ -5,10 +5,8 @@ OpenBLAS.
     python benchmarks/results/profile-avx2-zen3-2026-11-29/vocab_loss_variants.py
 """
 
-import statistics
-import time
-
 import torch
+from _median import median_seconds
 
 from csan.training.loss import label_smoothed_nll
 
@@ -53,14 +51,7 @@ def fused(chunk):
 
 
 def bench(f, n=11):
-    for _ in range(3):
-        f()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return median_seconds(f, n=n, warmup=3) * 1e3
 
 
 l0, g0 = ref()
