@@ -1,36 +1,30 @@
 """The preset's float32 step on three fixed batches, six times each: the fastest time of each (the
-A/B of an environment variable, one process each, alternated).
+A/B of an environment variable or a ``--set``-style override, one process each, alternated).
 
     for e in X=1 MKL_ENABLE_INSTRUCTIONS=AVX2; do env $e python .../step_ab.py; done
+    python .../step_ab.py model.encoder_attention=vanilla
 """
 
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from csan.config import load_config
-from csan.training.trainer import Trainer
+from _preset import preset_trainer
 
-cfg = load_config("multi30k-small", ["train.evaluate_test=false", *sys.argv[1:]])
-with tempfile.TemporaryDirectory() as tmp:
-    tr = Trainer(cfg, Path(tmp) / "run", progress=False)
-    b = tr.data.sampler.batches(1)
-    groups = [[tr.data.batch(i)] for i in b[:6]]
-    for g in groups[:3]:
-        tr.train_step(g)
+with preset_trainer(6, sys.argv[1:]) as (trainer, groups):
+    for group in groups[:3]:
+        trainer.train_step(group)
     per = {i: [] for i in range(3, 6)}
     for _ in range(6):
-        for i in range(3, 6):
+        for i in per:
             t0 = time.perf_counter()
-            tr.train_step(groups[i])
+            trainer.train_step(groups[i])
             per[i].append(time.perf_counter() - t0)
-    mins = [min(v) * 1e3 for v in per.values()]
-    print(
-        os.environ.get("MKL_ENABLE_INSTRUCTIONS", "default"),
-        " ".join(sys.argv[1:]),
-        "min per batch ms:",
-        " ".join(f"{m:.1f}" for m in mins),
-        f"sum {sum(mins):.1f}",
-    )
+mins = [min(v) * 1e3 for v in per.values()]
+env = [
+    f"{k}={os.environ[k]}"
+    for k in ("MKL_ENABLE_INSTRUCTIONS", "OMP_WAIT_POLICY")
+    if k in os.environ
+]
+print(" ".join(env) or "default", *sys.argv[1:], "min per batch ms:", " ".join(f"{m:.1f}" for m in mins),
+      f"sum {sum(mins):.1f}")  # fmt: skip
