@@ -6,13 +6,13 @@
 
 import torch
 import torch.nn.functional as F
-from _median import median_seconds
 
+from csan.bench.train import median_step
 from csan.kernels.conv import conv_over_time
 
 
 def bench(f, n=31):
-    return median_seconds(f, n=n, warmup=5) * 1e3
+    return median_step(f, warmup=5, repeats=n) * 1e3
 
 
 torch.manual_seed(0)

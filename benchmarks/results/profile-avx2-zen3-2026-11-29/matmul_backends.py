@@ -4,14 +4,15 @@ python benchmarks/results/profile-avx2-zen3-2026-11-29/matmul_backends.py
 """
 
 import torch
-from _median import median_seconds
+
+from csan.bench.train import median_step
 
 SHAPES = [(1020, 256, 8000), (1014, 8000, 256), (8000, 1014, 256), (1020, 256, 1024),
           (1020, 1024, 256), (256, 1020, 1024), (1020, 256, 768), (1020, 256, 256)]  # fmt: skip
 
 
 def bench(f, n=15):
-    return median_seconds(f, n=n, warmup=3)
+    return median_step(f, warmup=3, repeats=n)
 
 
 for m, k, n in SHAPES:

@@ -4,13 +4,14 @@ OPENBLAS_NUM_THREADS=1 python benchmarks/results/profile-avx2-zen3-2026-11-29/pe
 """
 
 import torch
-from _median import median_seconds
+
+from csan.bench.train import median_step
 
 torch.set_num_threads(1)
 
 
 def bench(f, n=7):
-    return median_seconds(f, n=n, warmup=2)
+    return median_step(f, warmup=2, repeats=n)
 
 
 a = torch.randn(2048, 2048)

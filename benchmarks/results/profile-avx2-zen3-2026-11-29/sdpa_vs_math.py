@@ -6,12 +6,13 @@ backend, and the same by hand (matmul, softmax, matmul).
 
 import torch
 import torch.nn.functional as F
-from _median import median_seconds
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from csan.bench.train import median_step
 
 
 def bench(f, n=21):
-    return median_seconds(f, n=n, warmup=5) * 1e3
+    return median_step(f, warmup=5, repeats=n) * 1e3
 
 
 def compare(B, T, S):

@@ -6,8 +6,8 @@ OpenBLAS.
 """
 
 import torch
-from _median import median_seconds
 
+from csan.bench.train import median_step
 from csan.training.loss import label_smoothed_nll
 
 torch.manual_seed(0)
@@ -51,7 +51,7 @@ def fused(chunk):
 
 
 def bench(f, n=11):
-    return median_seconds(f, n=n, warmup=3) * 1e3
+    return median_step(f, warmup=3, repeats=n) * 1e3
 
 
 l0, g0 = ref()

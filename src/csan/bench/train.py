@@ -29,7 +29,7 @@ from csan.models.transformer import sinusoidal_positions
 from csan.training.data import load_training_data
 from csan.training.loss import TranslationLoss
 
-__all__ = ["TorchTransformer", "run_train_bench"]
+__all__ = ["TorchTransformer", "median_step", "run_train_bench"]
 
 
 class TorchTransformer(nn.Module):
@@ -106,6 +106,12 @@ class TorchTransformer(nn.Module):
 
 
 def median_step(step: Callable[[], None], warmup: int, repeats: int) -> float:
+    """Seconds a call of ``step`` takes: ``warmup`` untimed calls, then the median of ``repeats``.
+
+    Example:
+        >>> median_step(lambda: sum(range(1000)), warmup=1, repeats=5) > 0
+        True
+    """
     for _ in range(warmup):
         step()
     times = []
