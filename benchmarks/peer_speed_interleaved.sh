@@ -10,6 +10,8 @@
 #
 # fairseq's data (its own joint SentencePiece 8k, binarised) is made once in OUT/fairseq-prep.
 # SUMMARY_ONLY=1 ... OUT [ROUNDS]: recompute OUT/summary.txt from the slices already there.
+# FIRST_ROUND=2 ... OUT 2 60: round 2 alone (fairseq's hour, then csan's); rounds before FIRST_ROUND
+# that OUT does not hold are left out of the summary.
 # CSAN_SET="model.attention_options.cnn.conv_layers=2 ...": more --set overrides for csan's slices.
 # CSAN_SET_B="...": a second csan recipe ("csanb", CSAN_SET_B's overrides only) in every round, between
 # the other two (csan csanb fairseq, then fairseq csanb csan), so two recipes meet fairseq in one sitting.
@@ -18,7 +20,7 @@
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd); rounds=${2:-2}; minutes=${3:-6}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-peer=$repo/../shared/peers/fairseq
+peer=${FAIRSEQ_PEER:-$repo/../shared/peers/fairseq}  # FAIRSEQ_PEER=DIR: where run.sh and prep.py are
 export CSAN_DATA=${CSAN_DATA:-$repo/../shared/data} TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
 hours=$(python3 -c "print($minutes / 60)")
 median() { python3 - "$@" <<'PY'
@@ -35,6 +37,7 @@ PY
 summarise() {  # OUT/summary.txt: csan / fairseq per round, from the slices' own logs
   : > "$out/summary.txt"
   for r in $(seq 1 "$rounds"); do
+    [ -f "$out/csan-$r/metrics.jsonl" ] || [ "$r" -ge "${FIRST_ROUND:-1}" ] || continue  # not run here
     read -r c n < <(median csan "$out/csan-$r/metrics.jsonl"); read -r f m < <(median fairseq "$out/fairseq-$r/train.log")
     echo "round $r: csan $c over $n lines, fairseq $f over $m lines, csan / fairseq = $(python3 -c "print(f'{$c / $f:.3f}')")" | tee -a "$out/summary.txt"
     if [ -f "$out/csanb-$r/metrics.jsonl" ]; then
@@ -53,6 +56,9 @@ for who in ("csan", "csanb"):
 PY
 }
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then summarise; exit 0; fi
+[ -f "$peer/run.sh" ] && [ -f "$peer/prep.py" ] && [ -d "$peer/../../data/multi30k" ] || {
+  echo "peer_speed_interleaved.sh: no fairseq peer at $peer (run.sh, prep.py, ../../data/multi30k);" \
+    "set FAIRSEQ_PEER to the shared peers/fairseq folder" >&2; exit 2; }
 { date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; echo "csan overrides: ${CSAN_SET:-none}"
   [ -z "${CSAN_SET_B:-}" ] || echo "csanb overrides: $CSAN_SET_B"; } | tee "$out/machine.txt"
 if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh's own data step (its first lines), without its
