@@ -56,7 +56,8 @@ for who in ("csan", "csanb"):
 PY
 }
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then summarise; exit 0; fi
-[ -f "$peer/run.sh" ] && [ -f "$peer/prep.py" ] && [ -d "$peer/../../data/multi30k" ] || {
+peer_data=$peer/../../data/multi30k  # the Multi30k files run.sh and prep.py read
+[ -f "$peer/run.sh" ] && [ -f "$peer/prep.py" ] && [ -d "$peer_data" ] || {
   echo "peer_speed_interleaved.sh: no fairseq peer at $peer (run.sh, prep.py, ../../data/multi30k);" \
     "set FAIRSEQ_PEER to the shared peers/fairseq folder" >&2; exit 2; }
 { date -u; git -C "$repo" log --oneline -1; "$repo/.venv/bin/csan" info | sed -n 1,2p; echo "csan overrides: ${CSAN_SET:-none}"
@@ -65,7 +66,7 @@ if [ ! -d "$out/fairseq-prep/bin" ]; then  # run.sh's own data step (its first l
   # training and its translation (an untrained model translates to the length limit: minutes)
   mkdir -p "$out/fairseq-prep"
   ( cd "$out/fairseq-prep" && export PATH=${FSVENV:?set FSVENV}/bin:$PATH &&
-    python "$peer/prep.py" "$(cd "$peer/../../data/multi30k" && pwd)" &&
+    python "$peer/prep.py" "$(cd "$peer_data" && pwd)" &&
     fairseq-preprocess --source-lang en --target-lang de --trainpref bpe/train --validpref bpe/valid \
       --testpref bpe/test2016 --destdir bin --joined-dictionary --workers 2 ) > "$out/fairseq-prep.out" 2>&1
 fi
