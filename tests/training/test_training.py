@@ -529,6 +529,9 @@ def test_main_preset_trains_in_the_mode_auto_picks(tmp_path: Path, multi30k_dir:
     assert result.steps == 3 and all(math.isfinite(lr) for lr in _train_lrs(tmp_path))
     summary = json.loads((tmp_path / "results.json").read_text())
     assert summary["mode"] == want.mode and "capability" in summary["machine"]
+    # the preset's softmax covers the German side's pieces only (model.output_vocab=target)
+    model = load_model(tmp_path).model
+    assert model.cfg.output_vocab == "target" and len(model.output_ids) < model.vocab_size
 
 
 @pytest.mark.parametrize(("src", "tgt"), [("en", "fr"), ("de", "en")])

@@ -24,7 +24,6 @@ from torch import Tensor, nn
 from csan.config import load_config
 from csan.errors import CsanError
 from csan.machine import choose_runtime, compile_dynamic
-from csan.models import build_model
 from csan.models.transformer import sinusoidal_positions
 from csan.training.data import load_training_data
 from csan.training.loss import TranslationLoss
@@ -167,7 +166,7 @@ def run_train_bench(
     def add(name: str, module: nn.Module, loss_of: Callable[[Any], Tensor], ctx: Any) -> None:
         systems[name] = (loss_of, module, ctx)
 
-    ours = build_model(m, len(data.spm))
+    ours = data.build_model(m)
     plain = TranslationLoss(ours, epsilon=cfg.train.label_smoothing)
     add(
         "csan fp32 eager",
@@ -178,7 +177,7 @@ def run_train_bench(
     tc = cfg.train
 
     auto = choose_runtime(tc.cpu_bf16, tc.compile, device="cpu", warn=False)
-    ours2 = build_model(m, len(data.spm))
+    ours2 = data.build_model(m)
     fast = TranslationLoss(ours2, epsilon=tc.label_smoothing)
     fast_fn = compile_dynamic(fast) if auto.compile else fast
     ctx = (

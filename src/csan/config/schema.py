@@ -47,6 +47,10 @@ class ModelConfig:
     activation_dropout: float = 0.0  # dropout inside the feed-forward block
     pre_norm: bool = True  # layer norm before each sublayer (False: after, as in the paper)
     share_embeddings: bool = True  # tie source, target and output embeddings (joint vocabulary)
+    # The softmax's pieces: "full", the whole joint vocabulary (as fairseq's --joined-dictionary);
+    # "target", only those the training targets use, plus </s> and <unk> (the Transformer; set from
+    # the data at the start of a run and saved with the weights): a smaller output product.
+    output_vocab: str = "full"
     max_positions: int = 256  # longest sequence (subword tokens + EOS) the model accepts
     # Per-layer self-attention: one name for every layer, a comma list (one per layer), or
     # "name@0-2" (those layers, the others vanilla). See csan.attention.available().

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from torch import nn
 
-from csan.config import Config, DataConfig
+from csan.config import Config, DataConfig, ModelConfig
 from csan.data import (
     Batch,
     EncodedSplit,
@@ -21,6 +22,7 @@ from csan.data import (
     split_paths,
 )
 from csan.errors import CsanError
+from csan.models import build_model
 from csan.training.distributed import DistInfo, barrier, same_on_all_ranks
 
 __all__ = ["TrainingData", "cache_root", "corpus_files", "load_training_data"]
@@ -83,6 +85,28 @@ class TrainingData:
         """This process's batches in an epoch: with BPE-dropout, epoch 1's count (the others
         differ by a few batches, as their cuts do); what an epoch budget is planned with."""
         return len(self.epoch_batches(1)) if self.bpe_dropout > 0 else len(self.sampler)
+
+    def build_model(self, cfg: ModelConfig) -> nn.Module:
+        """The model ``cfg`` for this data: its vocabulary, and with ``model.output_vocab=target``
+        a softmax over the pieces the training targets use (:meth:`Transformer.set_output_vocab`).
+
+        Example (the toy corpus's German side uses fewer pieces than its joint vocabulary holds):
+            >>> from unittest import mock
+            >>> from csan.config import load_config
+            >>> from csan.toy import toy_corpus
+            >>> d = toy_corpus()
+            >>> cfg = load_config("tiny", [f"data.data_dir={d}", "data.vocab_size=300",
+            ...                            "model.output_vocab=target"])
+            >>> with mock.patch.dict(os.environ, CSAN_CACHE=str(d / "cache")):
+            ...     data = load_training_data(cfg)
+            >>> model = data.build_model(cfg.model)
+            >>> model.vocab_size, 10 < len(model.output_ids) < 300
+            (300, True)
+        """
+        model = build_model(cfg, len(self.spm))
+        if getattr(model, "output_mask", None) is not None:
+            model.set_output_vocab(sorted({i for t in self.train.tgt for i in t}))
+        return model
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """This process's batches of ``epoch`` (lists of indices into ``train``): the sampler's,

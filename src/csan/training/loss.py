@@ -117,7 +117,9 @@ class TranslationLoss(nn.Module):
         mask = tgt_out.ne(model.pad_id)
         target = tgt_out[mask]
         if hasattr(model, "decode_hidden"):
-            logits = model.project(model.decode_hidden(tgt_in, enc)[mask])
+            # over the output vocabulary (model.output_vocab), targets as indices into it
+            logits = model.project_output(model.decode_hidden(tgt_in, enc)[mask])
+            target = model.output_targets(target)
         else:
             logits = model.decode(tgt_in, enc)[mask]
         # ``target`` holds no padding: no check (it would break the compiled graph)

@@ -57,6 +57,11 @@ def check_before_work(cfg: Config, out: Path, *, force: bool = False) -> None:
     check_train_config(cfg.train)
     check_data_config(cfg.data)
     check_model(cfg.model)
+    if cfg.model.output_vocab == "target" and cfg.data.bpe_dropout > 0:
+        raise CsanError(
+            f"model.output_vocab='target' with data.bpe_dropout={cfg.data.bpe_dropout}: sampled "
+            "segmentations use pieces the targets' usual one does not; set model.output_vocab=full"
+        )
     distributed_env()
     cache_root()
     ckpt.check_run_output(out, force=force)

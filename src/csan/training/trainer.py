@@ -43,7 +43,6 @@ from csan.machine import (
     machine_info,
     pick_device,
 )
-from csan.models import build_model
 from csan.textio import on_terminal
 from csan.training.data import TrainingData, load_training_data
 from csan.training.distributed import DistInfo, barrier, init_distributed, shutdown
@@ -165,7 +164,7 @@ class Trainer:
         )
         self.checkpoints = RunCheckpoints(self.out, keep=max(tc.keep_last, tc.average_last))
         self.metrics = MetricsLog(self.out / "metrics.jsonl", enabled=self.is_main)
-        self.model = build_model(cfg.model, len(self.data.spm)).to(self.device)
+        self.model = self.data.build_model(cfg.model).to(self.device)
         self.loss_fn: nn.Module = TranslationLoss(self.model, epsilon=tc.label_smoothing)
         if self.dist.enabled:
             self.loss_fn = DistributedDataParallel(self.loss_fn)

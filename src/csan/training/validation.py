@@ -51,10 +51,16 @@ def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> d
     nll = correct = tokens = 0.0
     for idx in cut_batches(order, widths, max_tokens):
         b = collate([(split.src[i], split.tgt[i]) for i in idx], idx).to(device)
-        logits = model(b.src, b.tgt_in).float()
         mask = b.tgt_out.ne(model.pad_id)
-        nll += F.cross_entropy(logits[mask], b.tgt_out[mask], reduction="sum").item()
-        correct += logits[mask].argmax(-1).eq(b.tgt_out[mask]).sum().item()
+        target = b.tgt_out[mask]
+        if hasattr(model, "decode_hidden"):  # over the output vocabulary, as the training loss
+            enc = model.encode(b.src)
+            logits = model.project_output(model.decode_hidden(b.tgt_in, enc)[mask]).float()
+            target = model.output_targets(target)
+        else:
+            logits = model(b.src, b.tgt_in).float()[mask]
+        nll += F.cross_entropy(logits, target, reduction="sum").item()
+        correct += logits.argmax(-1).eq(target).sum().item()
         tokens += mask.sum().item()
     return {"loss": nll / max(tokens, 1) / math.log(2), "accuracy": correct / max(tokens, 1)}
 
