@@ -123,7 +123,7 @@ def test_an_output_vocabulary_that_cannot_work_is_refused_before_any_data(
 
 
 def test_a_run_keeps_its_output_vocabulary_through_averaging_resume_and_loading(
-    tmp_path: Path, tiny_overrides: list[str]
+    tmp_path: Path, tiny_overrides: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     overrides = [*tiny_overrides, "model.output_vocab=target", "data.valid_subset=20",
                  "train.average_last=2", "train.checkpoint_every=2", "train.validate_every=2",
@@ -135,6 +135,7 @@ def test_a_run_keeps_its_output_vocabulary_through_averaging_resume_and_loading(
     loaded = load_model(tmp_path / "run")
     ids = set(loaded.model.output_ids.tolist())
     assert used <= ids and len(ids) - len(used) < 8 and len(ids) < len(data.spm)
+    assert f"softmax over {len(ids):,} of {len(data.spm):,} pieces" in capsys.readouterr().out
     saved = load_file(str(tmp_path / "run" / "model" / "model.safetensors"))
     assert saved["output_mask"].sum() == len(ids)
     # a resumed run starts from its checkpoint's output vocabulary and trains on
