@@ -259,8 +259,9 @@ class Transformer(nn.Module):
         assert mask is not None
         mask[UNK_ID] = True  # a saved mask always has it; an edited one must too
         ids = mask.nonzero().squeeze(-1)
-        index = torch.full_like(mask, int((ids < UNK_ID).sum()), dtype=torch.long)
+        index = torch.zeros_like(mask, dtype=torch.long)
         index[ids] = torch.arange(ids.numel(), device=ids.device)
+        index[~mask] = index[UNK_ID]
         self.output_ids, self.output_index = ids, index
 
     def output_targets(self, tokens: Tensor) -> Tensor:

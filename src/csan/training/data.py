@@ -104,7 +104,7 @@ class TrainingData:
             (300, True)
         """
         model = build_model(cfg, len(self.spm))
-        if getattr(model, "output_mask", None) is not None:
+        if cfg.output_vocab == "target":
             model.set_output_vocab(sorted({i for t in self.train.tgt for i in t}))
         return model
 

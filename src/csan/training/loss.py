@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-__all__ = ["TranslationLoss", "label_smoothed_nll"]
+__all__ = ["TranslationLoss", "label_smoothed_nll", "output_logits"]
 
 
 def _wide(x: Tensor) -> Tensor:
@@ -84,6 +84,30 @@ def label_smoothed_nll(
     return loss.sum(), nll.sum()
 
 
+def output_logits(
+    model: nn.Module, enc: Any, tgt_in: Tensor, tgt_out: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Logits at the non-padding target positions and their targets, over the model's output
+    vocabulary (``model.output_vocab``: targets as indices into it); only those positions reach the
+    output projection. What the training loss and validation score.
+
+    Example:
+        >>> from csan.config import load_config
+        >>> from csan.models import build_model
+        >>> model = build_model(load_config("tiny").model, vocab_size=40)
+        >>> src, tgt = torch.randint(4, 40, (2, 5)), torch.tensor([[5, 6, 3], [7, 3, 0]])
+        >>> logits, target = output_logits(model, model.encode(src), tgt, tgt)
+        >>> logits.shape, target.tolist()  # the padding position is left out
+        (torch.Size([5, 40]), [5, 6, 3, 7, 3])
+    """
+    mask = tgt_out.ne(model.pad_id)
+    target = tgt_out[mask]
+    if hasattr(model, "decode_hidden"):
+        logits = model.project_output(model.decode_hidden(tgt_in, enc)[mask])
+        return logits, model.output_targets(target)
+    return model.decode(tgt_in, enc)[mask], target
+
+
 class TranslationLoss(nn.Module):
     """Wraps a model so that ``forward`` returns the training loss (what DDP wraps and syncs).
 
@@ -113,15 +137,7 @@ class TranslationLoss(nn.Module):
         self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
         model = self.model
-        enc = model.encode(src)
-        mask = tgt_out.ne(model.pad_id)
-        target = tgt_out[mask]
-        if hasattr(model, "decode_hidden"):
-            # over the output vocabulary (model.output_vocab), targets as indices into it
-            logits = model.project_output(model.decode_hidden(tgt_in, enc)[mask])
-            target = model.output_targets(target)
-        else:
-            logits = model.decode(tgt_in, enc)[mask]
+        logits, target = output_logits(model, model.encode(src), tgt_in, tgt_out)
         # ``target`` holds no padding: no check (it would break the compiled graph)
         loss, nll = label_smoothed_nll(logits, target, epsilon=self.epsilon, ignore_index=None)
         correct = torch.zeros((), dtype=torch.long)

@@ -12,6 +12,7 @@ from csan.data import collate, cut_batches
 from csan.decoding.translate import translate_lines
 from csan.evaluation.bleu import score
 from csan.training.data import TrainingData
+from csan.training.loss import output_logits
 
 __all__ = ["teacher_forced_metrics", "validate"]
 
@@ -51,17 +52,11 @@ def teacher_forced_metrics(model, split, *, device, max_tokens: int = 6000) -> d
     nll = correct = tokens = 0.0
     for idx in cut_batches(order, widths, max_tokens):
         b = collate([(split.src[i], split.tgt[i]) for i in idx], idx).to(device)
-        mask = b.tgt_out.ne(model.pad_id)
-        target = b.tgt_out[mask]
-        if hasattr(model, "decode_hidden"):  # over the output vocabulary, as the training loss
-            enc = model.encode(b.src)
-            logits = model.project_output(model.decode_hidden(b.tgt_in, enc)[mask]).float()
-            target = model.output_targets(target)
-        else:
-            logits = model(b.src, b.tgt_in).float()[mask]
+        logits, target = output_logits(model, model.encode(b.src), b.tgt_in, b.tgt_out)
+        logits = logits.float()  # over the output vocabulary, as the training loss
         nll += F.cross_entropy(logits, target, reduction="sum").item()
         correct += logits.argmax(-1).eq(target).sum().item()
-        tokens += mask.sum().item()
+        tokens += target.numel()
     return {"loss": nll / max(tokens, 1) / math.log(2), "accuracy": correct / max(tokens, 1)}
 
 
