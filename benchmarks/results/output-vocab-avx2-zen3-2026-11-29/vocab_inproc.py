@@ -1,5 +1,7 @@
-"""Two trainers in one process (preset; model.output_vocab=target), alternated step by step on the
-same 8 batches, 6 rounds: per-round sums, and the median of the per-batch ratios."""
+"""Two trainers in one process (the preset with model.output_vocab=full, and =target), alternated
+step by step on the same 8 batches, 6 rounds: per-round sums, and the median of the per-batch
+ratios. Arguments are more ``--set`` items for both (``train.device=cpu train.threads=2`` on a
+machine with a GPU)."""
 
 import statistics
 import sys
@@ -10,9 +12,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "profile-avx2-ze
 from _preset import preset_trainer
 
 with (
-    preset_trainer(10, []) as (a, groups),
-    preset_trainer(10, ["model.output_vocab=target"]) as (b, _),
+    preset_trainer(10, [*sys.argv[1:], "model.output_vocab=full"]) as (a, groups),
+    preset_trainer(10, [*sys.argv[1:], "model.output_vocab=target"]) as (b, _),
 ):
+    print("mode:", a.runtime.mode, "on", a.device, flush=True)
     print("output vocabulary:", len(b.model.output_ids), "of", b.model.vocab_size)
     for g in groups[:2]:
         a.train_step(g)
