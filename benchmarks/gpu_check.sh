@@ -11,6 +11,11 @@
 # 5. (only when STEPS names "cpu") benchmarks/plain_attention.py on two of the host's cores, where the
 #    host CPU has avx512_bf16: the kernels on a native-bf16 CPU (not this project's 2-core machine kind:
 #    say so beside the figures).
+# 6. (only when STEPS names "hostbf16", and only where the host CPU has avx512_bf16) the main preset's
+#    CPU path on native bf16 (bf16 autocast + torch.compile, with its target-side softmax): the tests
+#    that train it and its output vocabulary on the CPU, then the in-process timing of the full
+#    against the target-side softmax (vocab_inproc.py) on two host cores. Not this project's machine
+#    kind either: say so beside the figures.
 # Steps run independently, each under its own time limit, so one failure does not hide the others;
 # STEPS (default "tests bench train") picks which of them run.
 # Everything printed goes to $OUT/gpu-check.log; the results files to $OUT.
@@ -57,6 +62,23 @@ if [[ " $STEPS " == *" cpu "* ]]; then
   if grep -q -w avx512_bf16 /proc/cpuinfo; then
     OMP_NUM_THREADS=2 timeout 150 taskset -c 0,1 $PY benchmarks/plain_attention.py --out "$OUT"
     echo "plain exit: $?"
+  else
+    echo "skipped: the host CPU has no avx512_bf16"
+  fi
+fi
+
+if [[ " $STEPS " == *" hostbf16 "* ]]; then
+  step "the main preset's CPU path on the host's native bf16"
+  if grep -q -w avx512_bf16 /proc/cpuinfo; then
+    data=$(cd "$DATA" && pwd)  # absolute: pytest and the trainers resolve it from their own cwd
+    pin() { taskset -c "$1" true 2>/dev/null && echo taskset -c "$1"; }  # nothing where taskset fails
+    CSAN_DATA=$data OMP_NUM_THREADS=4 timeout 300 $(pin 0-3) $PY -m pytest -q -p no:cacheprovider \
+      -o addopts="" tests/training/test_output_vocab.py \
+      tests/training/test_training.py::test_main_preset_trains_in_the_mode_auto_picks
+    echo "pytest exit: $?"
+    CSAN_DATA=$data OMP_NUM_THREADS=2 timeout 300 $(pin 0,1) $PY \
+      benchmarks/results/output-vocab-avx2-zen3-2026-11-29/vocab_inproc.py train.device=cpu train.threads=2
+    echo "vocab_inproc exit: $?"
   else
     echo "skipped: the host CPU has no avx512_bf16"
   fi
