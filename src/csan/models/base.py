@@ -76,6 +76,19 @@ class Seq2SeqModel(Protocol):
         """Full teacher-forced pass: tgt_in (batch, tgt_len) starting with BOS -> logits (batch, tgt_len, vocab)."""
         ...
 
+    def decode_hidden(self, tgt_in: Tensor, enc: EncoderOutput) -> Tensor:
+        """Teacher-forced decoder states before the output projection: (batch, tgt_len, d)."""
+        ...
+
+    def project_output(self, h: Tensor) -> Tensor:
+        """States (..., d) -> logits over the output vocabulary, which the training loss scores: the
+        whole vocabulary, or the pieces ``model.output_vocab=target`` keeps."""
+        ...
+
+    def output_targets(self, tokens: Tensor) -> Tensor:
+        """Vocabulary ids -> indices into :meth:`project_output`'s logits."""
+        ...
+
     def decode_step(self, tokens: Tensor, enc: EncoderOutput, state: dict[str, Any]) -> Tensor:
         """One incremental step.
 

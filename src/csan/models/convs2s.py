@@ -262,8 +262,20 @@ class ConvS2S(nn.Module):
         z = self.encoder_out(x).masked_fill(pad[..., None], 0.0)  # (batch, src, E)
         return EncoderOutput(out=z, padding_mask=pad, embedded=e)
 
+    def decode_hidden(self, tgt_in: Tensor, enc: EncoderOutput) -> Tensor:
+        """Teacher-forced decoder outputs before the output projection: (batch, tgt, E)."""
+        return self._decode(tgt_in, enc, 0, None)
+
+    def project_output(self, h: Tensor) -> Tensor:
+        """The training loss's product: the whole vocabulary (no ``model.output_vocab=target``)."""
+        return self.project(h)
+
+    def output_targets(self, tokens: Tensor) -> Tensor:
+        """Vocabulary ids as indices into :meth:`project_output`'s logits: the ids themselves."""
+        return tokens
+
     def decode(self, tgt_in: Tensor, enc: EncoderOutput) -> Tensor:
-        return self.project(self._decode(tgt_in, enc, 0, None))
+        return self.project(self.decode_hidden(tgt_in, enc))
 
     def decode_step(self, tokens: Tensor, enc: EncoderOutput, state: dict[str, Any]) -> Tensor:
         step = int(state.get("step", 0))

@@ -101,11 +101,8 @@ def output_logits(
         (torch.Size([5, 40]), [5, 6, 3, 7, 3])
     """
     mask = tgt_out.ne(model.pad_id)
-    target = tgt_out[mask]
-    if hasattr(model, "decode_hidden"):
-        logits = model.project_output(model.decode_hidden(tgt_in, enc)[mask])
-        return logits, model.output_targets(target)
-    return model.decode(tgt_in, enc)[mask], target
+    logits = model.project_output(model.decode_hidden(tgt_in, enc)[mask])
+    return logits, model.output_targets(tgt_out[mask])
 
 
 class TranslationLoss(nn.Module):

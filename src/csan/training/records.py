@@ -152,8 +152,9 @@ def run_header(
     lines = [f"machine: {describe_machine().summary()}"] if device.type == "cpu" else []
     lines.append(f"mode: {runtime.mode}: {'; '.join(runtime.reasons)}")
     n_params = sum(p.numel() for p in model.parameters())
-    ids = getattr(model, "output_ids", None)
-    softmax = "" if ids is None else f", softmax over {len(ids):,} of {model.vocab_size:,} pieces"
+    softmax = ""
+    if cfg.model.output_vocab == "target":
+        softmax = f", softmax over {len(model.output_ids):,} of {model.vocab_size:,} pieces"
     lines.append(
         f"model: {cfg.model.arch}, {n_params:,} parameters{softmax}; "
         f"train pairs: {data.n_train:,} (dropped {data.n_dropped:,} over "
