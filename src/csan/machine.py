@@ -37,6 +37,7 @@ __all__ = [
     "Machine",
     "RuntimeChoice",
     "Switch",
+    "choose_output_vocab",
     "choose_runtime",
     "compile_dynamic",
     "cpu_core",
@@ -312,6 +313,53 @@ def choose_runtime(
             f"compile {'on' if use_compile else 'off'} (train.compile={str(use_compile).lower()})"
         )
     return RuntimeChoice(bf16=bf16, compile=use_compile, reasons=tuple(reasons))
+
+
+def choose_output_vocab(
+    output_vocab: str,
+    runtime: RuntimeChoice,
+    *,
+    arch: str = "transformer",
+    bpe_dropout: float = 0.0,
+) -> tuple[str, str]:
+    """Resolve ``model.output_vocab`` (``"auto"``, ``"full"``, ``"target"``) for a run computing as
+    ``runtime`` does: the softmax it trains, and why.
+
+    ``"auto"`` takes the target side's pieces where the products are float32: there the output product
+    and the loss are a quarter of a step, and the smaller softmax takes 5-8% off it (real AVX2 Zen 3,
+    benchmarks/results/output-vocab-avx2-zen3-2026-11-29/), which the main job's margin over fairseq
+    needs. Under bf16 autocast it takes the whole vocabulary: there the main job's hour scored
+    higher with it (native bf16 Zen 4, the same day: test2016 40.07 against 39.21, p = 0.03), and the
+    smaller product's 3-5% a step did not show in the hour's tokens/s
+    (benchmarks/results/output-vocab-native-bf16-zen4-2026-11-30/). Only the Transformer has a
+    target-side softmax, and BPE-dropout samples pieces the targets' usual segmentation does not use,
+    so either of those means the whole vocabulary.
+
+    Example:
+        >>> fp32 = choose_runtime("auto", "auto", machine=Machine("AMD EPYC", "AVX2", False, 2, 2))
+        >>> choose_output_vocab("auto", fp32)
+        ('target', 'auto: float32, where the output product is a quarter of the step')
+        >>> bf16 = choose_runtime("auto", "auto", machine=Machine("AMD EPYC", "AVX512", True, 2, 2))
+        >>> choose_output_vocab("auto", bf16)[0], choose_output_vocab("target", bf16)[0]
+        ('full', 'target')
+        >>> choose_output_vocab("auto", fp32, bpe_dropout=0.1)[0]
+        'full'
+    """
+    if output_vocab != "auto":
+        return output_vocab, f"model.output_vocab={output_vocab}"
+    if arch != "transformer":
+        return "full", f"auto: only the transformer has a target-side softmax ({arch})"
+    if bpe_dropout > 0:
+        return (
+            "full",
+            "auto: BPE-dropout samples pieces the usual segmentation of the targets leaves out",
+        )
+    if runtime.bf16:
+        return (
+            "full",
+            "auto: bf16, where the whole vocabulary scored higher in the hour",
+        )
+    return "target", "auto: float32, where the output product is a quarter of the step"
 
 
 @functools.cache

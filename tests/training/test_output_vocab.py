@@ -3,6 +3,8 @@
 The loss is the full vocabulary's with the left-out columns dropped, gradients never reach a
 left-out output row, decoding never emits a left-out piece, and a run saves the output vocabulary
 with its weights: the final (averaged) model, a resumed run and ``load_model`` all see the same one.
+``model.output_vocab=auto`` picks it where a run computes in float32 and the whole vocabulary under
+bf16 autocast (the capability faked both ways), and a run saves and keeps what it picked.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from csan.config import ModelConfig, load_config
 from csan.decoding import load_model
 from csan.decoding.beam import beam_search
 from csan.errors import CsanError
+from csan.experiments.grid import config_difference
+from csan.machine import Machine, choose_output_vocab, choose_runtime
 from csan.models import build_model
 from csan.training.data import load_training_data
 from csan.training.loss import TranslationLoss, label_smoothed_nll
+from csan.training.prepare import settle_output_vocab
 from csan.training.trainer import train
 from csan.training.validation import teacher_forced_metrics
 
@@ -103,7 +108,10 @@ def test_validation_scores_a_piece_the_targets_never_used_as_unk() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["model.output_vocab=some"], r"model.output_vocab='some': choose 'full' or 'target'"),
+        (
+            ["model.output_vocab=some"],
+            r"model.output_vocab='some': choose 'full', 'target' or 'auto'",
+        ),
         (
             ["model.output_vocab=target", "model.arch=convs2s"],
             r"only the transformer has it \(model.arch='convs2s'\)",
@@ -146,3 +154,54 @@ def test_a_run_keeps_its_output_vocabulary_through_averaging_resume_and_loading(
     )
     hyps = beam_search(again.model, torch.tensor([data.train.src[0] + [EOS]]), beam=2, max_len_b=10)
     assert set(hyps[0]) <= ids
+
+
+NATIVE = Machine("AMD EPYC (Zen 4)", "AVX512", True, 2, 2)
+AVX2 = Machine("AMD EPYC (Zen 3)", "AVX2", False, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("machine", "cpu_bf16", "setting", "arch", "bpe_dropout", "want"),
+    [
+        (AVX2, "auto", "auto", "transformer", 0.0, "target"),  # float32: the smaller product
+        (NATIVE, "auto", "auto", "transformer", 0.0, "full"),  # bf16 autocast
+        (NATIVE, False, "auto", "transformer", 0.0, "target"),  # float32 asked for
+        (AVX2, "auto", "auto", "convs2s", 0.0, "full"),  # only the transformer has it
+        (AVX2, "auto", "auto", "transformer", 0.1, "full"),  # BPE-dropout
+        (NATIVE, "auto", "target", "transformer", 0.0, "target"),  # an explicit choice holds
+        (AVX2, "auto", "full", "transformer", 0.0, "full"),
+    ],
+)
+def test_auto_takes_the_target_side_in_float32_and_the_whole_vocabulary_under_bf16(
+    machine: Machine, cpu_bf16: object, setting: str, arch: str, bpe_dropout: float, want: str
+) -> None:
+    runtime = choose_runtime(cpu_bf16, "auto", machine=machine, warn=False)  # type: ignore[arg-type]
+    choice, why = choose_output_vocab(setting, runtime, arch=arch, bpe_dropout=bpe_dropout)
+    assert choice == want
+    assert why.startswith("auto: ") if setting == "auto" else why == f"model.output_vocab={setting}"
+
+
+def test_a_run_with_auto_saves_its_choice_and_keeps_it_on_resume_anywhere(
+    tmp_path: Path, tiny_overrides: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = [*tiny_overrides, "model.output_vocab=auto", "data.valid_subset=20",
+                 "train.checkpoint_every=2", "train.evaluate_test=false"]  # fmt: skip
+    run = tmp_path / "run"
+    train(load_config("tiny", [*overrides, "train.max_steps=2"]), run, progress=False)  # float32
+    assert "(auto: float32, where the output product" in capsys.readouterr().out
+    assert "output_vocab: target" in (run / "config.yaml").read_text()
+    assert load_model(run).config.model.output_vocab == "target"
+    # resumed where auto would take the whole vocabulary, it keeps the softmax it was trained with
+    cfg = load_config("tiny", [*overrides, "train.max_steps=4"])
+    bf16 = choose_runtime("auto", "auto", machine=NATIVE, warn=False)
+    settled, why = settle_output_vocab(cfg, bf16, run)
+    assert settled.model.output_vocab == "target" and "trained with target" in why
+    assert cfg.model.output_vocab == "auto"  # the caller's config is left as it was
+    assert settle_output_vocab(cfg, bf16, tmp_path / "new")[0].model.output_vocab == "full"
+    train(cfg, run, progress=False)  # resumes: auto is not a changed setting
+    assert "step_00000004" in load_model(run).meta["made_from"]
+    # an experiment grid reuses the finished run for auto, not for another explicit softmax
+    assert config_difference(run, cfg) is None
+    assert config_difference(
+        run, load_config("tiny", [*overrides, "train.max_steps=4", "model.output_vocab=full"])
+    ) == ("model.output_vocab: 'target' != 'full'")

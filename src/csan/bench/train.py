@@ -15,6 +15,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ from torch import Tensor, nn
 
 from csan.config import load_config
 from csan.errors import CsanError
-from csan.machine import choose_runtime, compile_dynamic
+from csan.machine import RuntimeChoice, choose_output_vocab, choose_runtime, compile_dynamic
 from csan.models.transformer import sinusoidal_positions
 from csan.training.data import load_training_data
 from csan.training.loss import TranslationLoss
@@ -166,7 +167,15 @@ def run_train_bench(
     def add(name: str, module: nn.Module, loss_of: Callable[[Any], Tensor], ctx: Any) -> None:
         systems[name] = (loss_of, module, ctx)
 
-    ours = data.build_model(m)
+    def model_for(
+        runtime: RuntimeChoice,
+    ) -> nn.Module:  # model.output_vocab=auto as a run settles it
+        vocab = choose_output_vocab(
+            m.output_vocab, runtime, arch=m.arch, bpe_dropout=cfg.data.bpe_dropout
+        )
+        return data.build_model(replace(m, output_vocab=vocab[0]))
+
+    ours = model_for(choose_runtime(False, False, device="cpu", warn=False))
     plain = TranslationLoss(ours, epsilon=cfg.train.label_smoothing)
     add(
         "csan fp32 eager",
@@ -177,7 +186,7 @@ def run_train_bench(
     tc = cfg.train
 
     auto = choose_runtime(tc.cpu_bf16, tc.compile, device="cpu", warn=False)
-    ours2 = data.build_model(m)
+    ours2 = model_for(auto)
     fast = TranslationLoss(ours2, epsilon=tc.label_smoothing)
     fast_fn = compile_dynamic(fast) if auto.compile else fast
     ctx = (

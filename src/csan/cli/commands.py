@@ -202,6 +202,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         >>> cmd_info(args)  # doctest: +ELLIPSIS
         machine: ...
         mode on cpu: float32 eager: float32 (train.cpu_bf16=false); compile off (...)
+        softmax: the whole vocabulary (model.output_vocab=full)
         arch transformer; encoder attention 'vanilla', decoder 'vanilla', cross 'vanilla'
         component                           parameters
         src_embed                               64,000
@@ -231,15 +232,21 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _machine_lines(cfg) -> str:
-    """What this machine has and what ``train.cpu_bf16`` / ``train.compile`` choose on it, and why."""
-    from csan.machine import choose_runtime, describe_machine, pick_device
+    """What this machine has and what ``train.cpu_bf16`` / ``train.compile`` and
+    ``model.output_vocab`` choose on it, and why."""
+    from csan.machine import choose_output_vocab, choose_runtime, describe_machine, pick_device
 
     tc = cfg.train
     device = pick_device(tc.device)
     choice = choose_runtime(tc.cpu_bf16, tc.compile, device=device, cuda_bf16=tc.bf16, warn=False)
+    mc = cfg.model
+    softmax, why = choose_output_vocab(
+        mc.output_vocab, choice, arch=mc.arch, bpe_dropout=cfg.data.bpe_dropout
+    )
     return (
         f"machine: {describe_machine().summary()}\n"
-        f"mode on {device}: {choice.mode}: {'; '.join(choice.reasons)}"
+        f"mode on {device}: {choice.mode}: {'; '.join(choice.reasons)}\n"
+        f"softmax: {'the target side' if softmax == 'target' else 'the whole vocabulary'} ({why})"
     )
 
 

@@ -166,8 +166,10 @@ def check_model_config(mc: ModelConfig) -> None:
         value = getattr(mc, key)
         if not 0 <= value < 1:
             raise CsanError(f"model.{key}={value}: must be in [0, 1)")
-    if mc.output_vocab not in ("full", "target"):
-        raise CsanError(f"model.output_vocab={mc.output_vocab!r}: choose 'full' or 'target'")
+    if mc.output_vocab not in ("full", "target", "auto"):
+        raise CsanError(
+            f"model.output_vocab={mc.output_vocab!r}: choose 'full', 'target' or 'auto'"
+        )
     if mc.output_vocab == "target" and mc.arch != "transformer":
         raise CsanError(
             f"model.output_vocab='target': only the transformer has it (model.arch={mc.arch!r})"

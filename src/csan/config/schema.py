@@ -49,7 +49,9 @@ class ModelConfig:
     share_embeddings: bool = True  # tie source, target and output embeddings (joint vocabulary)
     # The softmax's pieces: "full", the whole joint vocabulary (as fairseq's --joined-dictionary);
     # "target", only those the training targets use, plus </s> and <unk> (the Transformer; set from
-    # the data at the start of a run and saved with the weights): a smaller output product.
+    # the data at the start of a run and saved with the weights): a smaller output product; "auto",
+    # "target" where a run computes in float32 and "full" under bf16 autocast (the run saves which:
+    # csan.machine.choose_output_vocab).
     output_vocab: str = "full"
     max_positions: int = 256  # longest sequence (subword tokens + EOS) the model accepts
     # Per-layer self-attention: one name for every layer, a comma list (one per layer), or

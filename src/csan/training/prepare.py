@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from csan.config import (
     resume_difference,
 )
 from csan.errors import CsanError
+from csan.machine import RuntimeChoice, choose_output_vocab
 from csan.models import check_model
 from csan.training.data import cache_root
 from csan.training.distributed import distributed_env
@@ -34,6 +36,7 @@ __all__ = [
     "make_optimizer",
     "resume_point",
     "seed_everything",
+    "settle_output_vocab",
 ]
 
 
@@ -65,6 +68,36 @@ def check_before_work(cfg: Config, out: Path, *, force: bool = False) -> None:
     distributed_env()
     cache_root()
     ckpt.check_run_output(out, force=force)
+
+
+def settle_output_vocab(cfg: Config, runtime: RuntimeChoice, out: Path) -> tuple[Config, str]:
+    """``cfg`` with ``model.output_vocab`` made concrete for a run computing as ``runtime`` does
+    (:func:`csan.machine.choose_output_vocab`), and why. A run resumed from ``out`` keeps the softmax
+    its checkpoint was trained with, whatever this machine would pick. The config a run saves holds
+    the concrete choice, so its checkpoints load the same model anywhere.
+
+    Example:
+        >>> import tempfile
+        >>> from csan.config import load_config
+        >>> from csan.machine import Machine, choose_runtime
+        >>> avx2 = choose_runtime("auto", "auto", machine=Machine("AMD EPYC", "AVX2", False, 2, 2))
+        >>> cfg, why = settle_output_vocab(load_config("tiny", ["model.output_vocab=auto"]), avx2,
+        ...                                Path(tempfile.mkdtemp()))
+        >>> cfg.model.output_vocab, why
+        ('target', 'auto: float32, where the output product is a quarter of the step')
+    """
+    mc = cfg.model
+    if mc.output_vocab == "auto":
+        folder = ckpt.latest_checkpoint(out)
+        if folder is not None:
+            saved = config_from_dict(ckpt.read_model_meta(folder)["config"]).model.output_vocab
+            if saved != "auto":
+                why = f"auto: the run's checkpoints were trained with {saved}"
+                return replace(cfg, model=replace(mc, output_vocab=saved)), why
+    choice, why = choose_output_vocab(
+        mc.output_vocab, runtime, arch=mc.arch, bpe_dropout=cfg.data.bpe_dropout
+    )
+    return replace(cfg, model=replace(mc, output_vocab=choice)), why
 
 
 def resume_point(out: Path, cfg: Config) -> tuple[Path | None, bytes | None]:

@@ -125,9 +125,12 @@ def run_header(
     runtime: RuntimeChoice,
     device: torch.device,
     dist: DistInfo,
+    *,
+    output_vocab_why: str | None = None,
 ) -> list[str]:
     """The first lines a run prints: the machine (on a CPU), the mode ``auto`` chose and why, the
-    model's size and the training pairs.
+    model's size and softmax (``output_vocab_why``: :func:`~csan.training.prepare.settle_output_vocab`'s
+    reason) and the training pairs.
 
     Example (of ``data`` only the pair counts are read):
         >>> from types import SimpleNamespace
@@ -152,9 +155,11 @@ def run_header(
     lines = [f"machine: {describe_machine().summary()}"] if device.type == "cpu" else []
     lines.append(f"mode: {runtime.mode}: {'; '.join(runtime.reasons)}")
     n_params = sum(p.numel() for p in model.parameters())
-    softmax = ""
+    softmax, why = "", f" ({output_vocab_why})" if output_vocab_why else ""
     if cfg.model.output_vocab == "target":
-        softmax = f", softmax over {len(model.output_ids):,} of {model.vocab_size:,} pieces"
+        softmax = f", softmax over {len(model.output_ids):,} of {model.vocab_size:,} pieces{why}"
+    elif output_vocab_why and output_vocab_why.startswith("auto"):
+        softmax = f", softmax over all {model.vocab_size:,} pieces{why}"
     lines.append(
         f"model: {cfg.model.arch}, {n_params:,} parameters{softmax}; "
         f"train pairs: {data.n_train:,} (dropped {data.n_dropped:,} over "

@@ -56,6 +56,7 @@ from csan.training.prepare import (
     make_optimizer,
     resume_point,
     seed_everything,
+    settle_output_vocab,
 )
 from csan.training.progress import Progress
 from csan.training.records import (
@@ -145,6 +146,9 @@ class Trainer:
         self.runtime: RuntimeChoice = choose_runtime(
             tc.cpu_bf16, tc.compile, device=self.device, cuda_bf16=tc.bf16, warn=self.is_main
         )
+        # model.output_vocab=auto made concrete here, so config.yaml and the checkpoints hold it
+        self.cfg, self.output_vocab_why = settle_output_vocab(cfg, self.runtime, self.out)
+        cfg = self.cfg
         seed_everything(tc.seed)
         resume_dir, spm_bytes = resume_point(self.out, cfg)
         # Batch widths: multiples of 8 on a GPU (tensor-core tiles), exact on a CPU, where rounding
@@ -310,7 +314,13 @@ class Trainer:
             ckpt.atomic_write_text(self.out / "config.yaml", dump_config(self.cfg))
             # the first lines of stdout, after the data checks (refused input prints nothing)
             for line in run_header(
-                self.cfg, self.model, self.data, self.runtime, self.device, self.dist
+                self.cfg,
+                self.model,
+                self.data,
+                self.runtime,
+                self.device,
+                self.dist,
+                output_vocab_why=self.output_vocab_why,
             ):
                 self.say(line)
         with StopRequest() as stop:
