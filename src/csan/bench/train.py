@@ -167,9 +167,8 @@ def run_train_bench(
     def add(name: str, module: nn.Module, loss_of: Callable[[Any], Tensor], ctx: Any) -> None:
         systems[name] = (loss_of, module, ctx)
 
-    def model_for(
-        runtime: RuntimeChoice,
-    ) -> nn.Module:  # model.output_vocab=auto as a run settles it
+    # each csan row's model as a run in its mode builds it (model.output_vocab=auto: the softmax)
+    def model_for(runtime: RuntimeChoice) -> nn.Module:
         vocab = choose_output_vocab(
             m.output_vocab, runtime, arch=m.arch, bpe_dropout=cfg.data.bpe_dropout
         )
