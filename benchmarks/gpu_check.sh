@@ -12,7 +12,7 @@
 #    host CPU has avx512_bf16: the kernels on a native-bf16 CPU (not this project's 2-core machine kind:
 #    say so beside the figures).
 # 6. (only when STEPS names "hostbf16", and only where the host CPU has avx512_bf16) the main preset's
-#    CPU path on native bf16 (bf16 autocast + torch.compile, with its target-side softmax): the tests
+#    CPU path on native bf16 (bf16 autocast + torch.compile; output_vocab auto: the full softmax): the tests
 #    that train it and its output vocabulary on the CPU, then the in-process timing of the full
 #    against the target-side softmax (vocab_inproc.py) on two host cores. Not this project's machine
 #    kind either: say so beside the figures.

@@ -15,7 +15,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -24,10 +23,11 @@ from torch import Tensor, nn
 
 from csan.config import load_config
 from csan.errors import CsanError
-from csan.machine import RuntimeChoice, choose_output_vocab, choose_runtime, compile_dynamic
+from csan.machine import RuntimeChoice, choose_runtime, compile_dynamic
 from csan.models.transformer import sinusoidal_positions
 from csan.training.data import load_training_data
 from csan.training.loss import TranslationLoss
+from csan.training.prepare import settle_output_vocab
 
 __all__ = ["TorchTransformer", "median_step", "run_train_bench"]
 
@@ -169,10 +169,7 @@ def run_train_bench(
 
     # each csan row's model as a run in its mode builds it (model.output_vocab=auto: the softmax)
     def model_for(runtime: RuntimeChoice) -> nn.Module:
-        vocab = choose_output_vocab(
-            m.output_vocab, runtime, arch=m.arch, bpe_dropout=cfg.data.bpe_dropout
-        )
-        return data.build_model(replace(m, output_vocab=vocab[0]))
+        return data.build_model(settle_output_vocab(cfg, runtime)[0].model)
 
     ours = model_for(choose_runtime(False, False, device="cpu", warn=False))
     plain = TranslationLoss(ours, epsilon=cfg.train.label_smoothing)

@@ -234,15 +234,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _machine_lines(cfg) -> str:
     """What this machine has and what ``train.cpu_bf16`` / ``train.compile`` and
     ``model.output_vocab`` choose on it, and why."""
-    from csan.machine import choose_output_vocab, choose_runtime, describe_machine, pick_device
+    from csan.machine import choose_runtime, describe_machine, pick_device
+    from csan.training.prepare import settle_output_vocab
 
     tc = cfg.train
     device = pick_device(tc.device)
     choice = choose_runtime(tc.cpu_bf16, tc.compile, device=device, cuda_bf16=tc.bf16, warn=False)
-    mc = cfg.model
-    softmax, why = choose_output_vocab(
-        mc.output_vocab, choice, arch=mc.arch, bpe_dropout=cfg.data.bpe_dropout
-    )
+    settled, why = settle_output_vocab(cfg, choice)
+    softmax = settled.model.output_vocab
     return (
         f"machine: {describe_machine().summary()}\n"
         f"mode on {device}: {choice.mode}: {'; '.join(choice.reasons)}\n"

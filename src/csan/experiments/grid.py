@@ -165,10 +165,10 @@ def config_difference(run_dir: Path, cfg: Config) -> str | None:
         saved = yaml.safe_load(dump_config(config_from_dict(saved)))
     old = flat_keys(saved)
     new = flat_keys(yaml.safe_load(dump_config(cfg)))
-    if new.get("model.output_vocab") == "auto":  # a run saves what auto chose on its machine
-        new["model.output_vocab"] = old.get("model.output_vocab", "auto")
     for key in sorted(set(old) | set(new)):
-        if key not in IGNORED_KEYS and old.get(key) != new.get(key):
+        if key in IGNORED_KEYS or new.get(key) == "auto":  # a run saves what auto chose (or "auto")
+            continue
+        if old.get(key) != new.get(key):
             return f"{key}: {old.get(key)!r} != {new.get(key)!r}"
     return None
 

@@ -70,10 +70,12 @@ def check_before_work(cfg: Config, out: Path, *, force: bool = False) -> None:
     ckpt.check_run_output(out, force=force)
 
 
-def settle_output_vocab(cfg: Config, runtime: RuntimeChoice, out: Path) -> tuple[Config, str]:
+def settle_output_vocab(
+    cfg: Config, runtime: RuntimeChoice, out: Path | None = None
+) -> tuple[Config, str]:
     """``cfg`` with ``model.output_vocab`` made concrete for a run computing as ``runtime`` does
-    (:func:`csan.machine.choose_output_vocab`), and why. A run resumed from ``out`` keeps the softmax
-    its checkpoint was trained with, whatever this machine would pick. The config a run saves holds
+    (:func:`csan.machine.choose_output_vocab`), and why. A run resumed from ``out`` (a run folder, or
+    None for none) keeps the softmax its checkpoint was trained with, whatever this machine would pick. The config a run saves holds
     the concrete choice, so its checkpoints load the same model anywhere.
 
     Example:
@@ -87,7 +89,7 @@ def settle_output_vocab(cfg: Config, runtime: RuntimeChoice, out: Path) -> tuple
         ('target', 'auto: float32, where the output product is a quarter of the step')
     """
     mc = cfg.model
-    if mc.output_vocab == "auto":
+    if mc.output_vocab == "auto" and out is not None:
         folder = ckpt.latest_checkpoint(out)
         if folder is not None:
             saved = config_from_dict(ckpt.read_model_meta(folder)["config"]).model.output_vocab
