@@ -220,3 +220,69 @@ def test_records_carry_the_cpu_identity() -> None:
     assert info["cpu_core"] == describe_machine().core
     label = machine_mod.machine_label({**info, "cpu_core": "Zen 4"})
     assert "(Zen 4, " in label
+
+
+def _import_csan_env(tmp_path, **env: str) -> dict[str, str]:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")
+    }
+    return {**base, "TMPDIR": str(tmp_path), **env}
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),  # no capability forced: inductor's own default, untouched
+        ({"ATEN_CPU_CAPABILITY": "default"}, None),
+        ({"ATEN_CPU_CAPABILITY": "avx2"}, "torchinductor_{user}-avx2"),
+        ({"ATEN_CPU_CAPABILITY": "AVX512"}, "torchinductor_{user}-avx512"),
+        (
+            {"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": "{tmp}/mine"},
+            "{tmp}/mine",
+        ),  # the user's
+    ],
+)
+def test_a_forced_capability_gets_its_own_kernel_cache(tmp_path, env, expected) -> None:
+    """Importing csan points inductor at a cache of the forced capability's own, unless the user named one."""
+    import getpass
+
+    env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
+    code = "import os, csan; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_import_csan_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if expected is None:
+        assert out == "None"
+    elif expected.startswith("{tmp}"):
+        assert out == expected.format(tmp=tmp_path)
+    else:
+        assert out == str(tmp_path / expected.format(user=getpass.getuser()))
+
+
+def test_compiled_code_is_right_after_a_run_with_another_capability(tmp_path) -> None:
+    """A kernel compiled in a plain process is not reused where ATEN_CPU_CAPABILITY=avx2 forces 8-float
+    vectors (inductor's cache keys leave the variable out; on an AVX512 CPU the reuse gave garbage)."""
+    code = (
+        "import csan, torch\n"
+        "f = lambda x: torch.relu(x) * 2 + 1\n"
+        "x = torch.randn(64, 37, 48)\n"
+        "print(torch.backends.cpu.get_cpu_capability(), torch.equal(torch.compile(f)(x), f(x)))\n"
+    )
+    outs = []
+    for env in ({}, {"ATEN_CPU_CAPABILITY": "avx2"}):
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env=_import_csan_env(tmp_path, **env),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        outs.append(run.stdout.split()[-2:])
+    assert outs[1][0] == "AVX2"
+    assert [right for _, right in outs] == ["True", "True"], outs

@@ -11,7 +11,40 @@ Example:
 
 __version__ = "0.1.0"
 
+import os as _os
+
 from csan.errors import CsanError
+
+
+def _separate_kernel_cache() -> str | None:
+    """Give inductor a kernel cache of its own when ``ATEN_CPU_CAPABILITY`` forces an ISA.
+
+    Inductor picks its vector ISA from ``ATEN_CPU_CAPABILITY`` (``avx2``: 8 floats a vector), but
+    its cache keys leave the variable out: a process with AVX2 forced on an AVX512 CPU reuses the
+    kernels a plain process compiled there, and the other way round, and gets wrong numbers back
+    (garbage and NaN, seen with torch 2.13 on a Zen 4). So where the variable is set and the user
+    chose no cache (``TORCHINDUCTOR_CACHE_DIR``), this points inductor at
+    ``<tmp>/torchinductor_<user>-<capability>``. Returns the folder it set, else None. Runs when csan
+    is imported, before anything is compiled.
+    """
+    forced = _os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if not forced or forced == "default" or _os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    import getpass
+    import re
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{_os.getuid()}" if hasattr(_os, "getuid") else "unknown_user"
+    name = re.sub(r'[\\/:*?"<>|]', "_", f"torchinductor_{user}-{forced}")
+    path = _os.path.join(tempfile.gettempdir(), name)
+    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    return path
+
+
+_separate_kernel_cache()
 
 __all__ = [
     "CsanError",
