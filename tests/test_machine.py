@@ -222,13 +222,17 @@ def test_records_carry_the_cpu_identity() -> None:
     assert "(Zen 4, " in label
 
 
-def _import_csan_env(tmp_path, **env: str) -> dict[str, str]:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")
-    }
-    return {**base, "TMPDIR": str(tmp_path), **env}
+def _python_with_csan(tmp_path, code: str, **env: str) -> str:
+    """stdout of ``python -c code`` with TMPDIR in ``tmp_path``, no capability or kernel cache inherited."""
+    drop = ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")
+    base = {k: v for k, v in os.environ.items() if k not in drop}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "TMPDIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 @pytest.mark.parametrize(
@@ -250,13 +254,7 @@ def test_a_forced_capability_gets_its_own_kernel_cache(tmp_path, env, expected) 
 
     env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
     code = "import os, csan; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=_import_csan_env(tmp_path, **env),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    out = _python_with_csan(tmp_path, code, **env).strip()
     if expected is None:
         assert out == "None"
     elif expected.startswith("{tmp}"):
@@ -276,13 +274,6 @@ def test_compiled_code_is_right_after_a_run_with_another_capability(tmp_path) ->
     )
     outs = []
     for env in ({}, {"ATEN_CPU_CAPABILITY": "avx2"}):
-        run = subprocess.run(
-            [sys.executable, "-c", code],
-            env=_import_csan_env(tmp_path, **env),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        outs.append(run.stdout.split()[-2:])
+        outs.append(_python_with_csan(tmp_path, code, **env).split()[-2:])
     assert outs[1][0] == "AVX2"
     assert [right for _, right in outs] == ["True", "True"], outs
