@@ -30,16 +30,10 @@ def _separate_kernel_cache() -> str | None:
     forced = _os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     if not forced or forced == "default" or _os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         return None
-    import getpass
-    import re
-    import tempfile
+    # torch's own default folder (only imported here: a plain ``import csan`` stays light)
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    try:
-        user = getpass.getuser()
-    except (KeyError, ModuleNotFoundError, OSError):
-        user = f"uid_{_os.getuid()}" if hasattr(_os, "getuid") else "unknown_user"
-    name = re.sub(r'[\\/:*?"<>|]', "_", f"torchinductor_{user}-{forced}")
-    path = _os.path.join(tempfile.gettempdir(), name)
+    path = f"{default_cache_dir()}-{forced}"
     _os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
     return path
 
