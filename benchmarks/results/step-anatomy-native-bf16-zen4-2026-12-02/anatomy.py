@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 inductor_config.cpp.enable_kernel_profile = True  # names each fused kernel in the profile
 
+from csan.bench.train import median_step  # noqa: E402
 from csan.config import load_config  # noqa: E402
 from csan.machine import machine_info  # noqa: E402
 from csan.training.loss import TranslationLoss  # noqa: E402
@@ -44,17 +45,6 @@ GROUPS = [
     ("Adam (fused)", lambda k: k == "aten::_fused_adam_"),
     ("gradient norm", lambda k: k == "aten::linalg_vector_norm"),
 ]
-
-
-def median_ms(f, n=15) -> float:
-    for _ in range(3):
-        f()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
 
 
 def main() -> None:
@@ -129,7 +119,7 @@ def main() -> None:
     standalone = []
     for m, k, n in shapes:
         a, b = torch.randn(m, k, dtype=bf), torch.randn(k, n, dtype=bf)
-        ms = median_ms(lambda a=a, b=b: a @ b)
+        ms = 1e3 * median_step(lambda a=a, b=b: a @ b, warmup=3, repeats=15)
         rate = 2 * m * k * n / (ms / 1e3) / 1e9
         standalone.append({"shape": [m, k, n], "ms": round(ms, 3), "gflop_s": round(rate, 1)})
         print(f"| {m} x {k} @ {k} x {n} | {ms:.3f} | {rate:.0f} |")
