@@ -16,7 +16,7 @@ import os as _os
 from csan.errors import CsanError
 
 
-def _separate_kernel_cache() -> str | None:
+def _separate_kernel_cache() -> None:
     """Give inductor a kernel cache of its own when ``ATEN_CPU_CAPABILITY`` forces an ISA.
 
     Inductor picks its vector ISA from ``ATEN_CPU_CAPABILITY`` (``avx2``: 8 floats a vector), but
@@ -24,18 +24,16 @@ def _separate_kernel_cache() -> str | None:
     kernels a plain process compiled there, and the other way round, and gets wrong numbers back
     (garbage and NaN, seen with torch 2.13 on a Zen 4). So where the variable is set and the user
     chose no cache (``TORCHINDUCTOR_CACHE_DIR``), this points inductor at
-    ``<tmp>/torchinductor_<user>-<capability>``. Returns the folder it set, else None. Runs when csan
-    is imported, before anything is compiled.
+    ``<tmp>/torchinductor_<user>-<capability>``. Runs when csan is imported, before anything is
+    compiled.
     """
     forced = _os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     if not forced or forced == "default" or _os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        return None
+        return
     # torch's own default folder (only imported here: a plain ``import csan`` stays light)
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    path = f"{default_cache_dir()}-{forced}"
-    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-    return path
+    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{default_cache_dir()}-{forced}"
 
 
 _separate_kernel_cache()

@@ -16,7 +16,6 @@ the CPU flash-attention kernel). Writes ``OUT/anatomy.json`` and prints the tabl
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,14 +27,16 @@ from torch.utils.flop_counter import FlopCounterMode
 inductor_config.cpp.enable_kernel_profile = True  # names each fused kernel in the profile
 
 from csan.bench.train import median_step  # noqa: E402
-from csan.config import load_config  # noqa: E402
 from csan.machine import machine_info  # noqa: E402
 from csan.training.loss import TranslationLoss  # noqa: E402
-from csan.training.trainer import Trainer  # noqa: E402
 
-PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
+# the trainer of multi30k-small on its first batches of epoch 1, in a temporary run folder
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "profile-avx2-zen3-2026-11-29"))
+from _preset import preset_trainer  # noqa: E402
+
+PRODUCTS = ("mm", "addmm", "bmm", "baddbmm")  # aten ops: the profiler's and the counter's names
 GROUPS = [
-    ("matrix products (mm, addmm, bmm)", lambda k: k in PRODUCTS),
+    ("matrix products (mm, addmm, bmm)", lambda k: k.removeprefix("aten::") in PRODUCTS),
     (
         "attention (flash forward and backward)",
         lambda k: "scaled_dot_product" in k and k.startswith("aten::"),
@@ -50,11 +51,7 @@ GROUPS = [
 def main() -> None:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    cfg = load_config("multi30k-small", ["train.evaluate_test=false"])
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, Path(tmp) / "run", progress=False)
-        indices = trainer.data.sampler.batches(1)[:30]
-        groups = [[trainer.data.batch(i)] for i in indices]
+    with preset_trainer(30, []) as (trainer, groups):
         for g in groups[:20]:
             trainer.train_step(g)
         timed = []
@@ -66,7 +63,7 @@ def main() -> None:
             for g in groups[20:]:
                 trainer.train_step(g)
         # the products' floating-point work on the same batches, uncompiled, the same autocast
-        eager = TranslationLoss(trainer.model, epsilon=cfg.train.label_smoothing)
+        eager = TranslationLoss(trainer.model, epsilon=trainer.cfg.train.label_smoothing)
         counter = FlopCounterMode(display=False)
         with counter:
             for (b,) in groups[20:]:
@@ -77,24 +74,21 @@ def main() -> None:
         mode = trainer.runtime.mode
         tokens = sum(g[0].tgt_tokens for g in groups[20:])
     counts = counter.get_flop_counts()["Global"]
-    product_flops = sum(
-        v for k, v in counts.items() if str(k).split(".")[-1] in {"mm", "addmm", "bmm", "baddbmm"}
-    )
+    product_flops = sum(v for k, v in counts.items() if str(k).split(".")[-1] in PRODUCTS)
 
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
-    rows, used = [], set()
-    for name, match in GROUPS:
-        us = sum(e.self_cpu_time_total for e in events if match(e.key))
-        used.update(e.key for e in events if match(e.key))
-        rows.append((name, us))
+    rows = [
+        (name, sum(e.self_cpu_time_total for e in events if match(e.key))) for name, match in GROUPS
+    ]
     rows.append(("everything else", total - sum(us for _, us in rows)))
     steps = len(groups) - 20
     products_ms = rows[0][1] / 1e3 / steps
+    median_ms = 1e3 * statistics.median(timed)
 
     print(f"mode {mode}; {steps} steps, {tokens:,} target tokens")
     print(
-        f"median step (unprofiled) {1e3 * statistics.median(timed):.1f} ms; profiled self CPU time "
+        f"median step (unprofiled) {median_ms:.1f} ms; profiled self CPU time "
         f"{total / 1e3 / steps:.1f} ms a step\n"
     )
     print("| work | ms a step | share |\n|---|---:|---:|")
@@ -129,7 +123,7 @@ def main() -> None:
         "machine": machine_info("cpu", mode=mode),
         "steps": steps,
         "target_tokens": tokens,
-        "median_step_ms": round(1e3 * statistics.median(timed), 1),
+        "median_step_ms": round(median_ms, 1),
         "profiled_self_ms_per_step": round(total / 1e3 / steps, 1),
         "groups_ms_per_step": {name: round(us / 1e3 / steps, 2) for name, us in rows},
         "product_gflop_per_step": round(product_flops / steps / 1e9, 3),

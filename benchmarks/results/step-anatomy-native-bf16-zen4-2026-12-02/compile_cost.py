@@ -10,19 +10,17 @@ second finds inductor's kernels in the cache.
 """
 
 import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
 
 from torch._dynamo.utils import compile_times
 
-from csan.config import load_config
-from csan.training.trainer import Trainer
+# the trainer of multi30k-small on its first batches of epoch 1, in a temporary run folder
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "profile-avx2-zen3-2026-11-29"))
+from _preset import preset_trainer
 
-cfg = load_config("multi30k-small", ["train.evaluate_test=false"])
-with tempfile.TemporaryDirectory() as tmp:
-    trainer = Trainer(cfg, Path(tmp) / "run", progress=False)
-    groups = [[trainer.data.batch(i)] for i in trainer.data.sampler.batches(1)[:40]]
+with preset_trainer(40, []) as (trainer, groups):
     times = []
     for g in groups:
         t0 = time.perf_counter()
@@ -33,7 +31,6 @@ print(
     f"first step {times[0]:.1f} s; steps 2-40 {sum(times[1:]):.1f} s; median of the last 10 "
     f"{1e3 * statistics.median(times[-10:]):.0f} ms"
 )
-phases = compile_times(repr="csv", aggregate=True)
-names, values = phases
+names, values = compile_times(repr="csv", aggregate=True)
 rows = sorted(zip(names, values), key=lambda nv: -float(nv[1]))
 print("largest compile phases (s):", ", ".join(f"{n} {float(v):.1f}" for n, v in rows[:8]))
