@@ -101,6 +101,16 @@ def test_machine_record_has_the_cpu_kind() -> None:
     assert info["ATEN_CPU_CAPABILITY"] == os.environ.get("ATEN_CPU_CAPABILITY", "")
 
 
+@pytest.mark.parametrize(("isa", "amx"), [
+    ("", True), ("AVX512_CORE_AMX", True), ("avx512_core_bf16", False), ("AVX2", False),
+])  # fmt: skip
+def test_summary_names_amx_only_where_onednn_may_use_it(monkeypatch, isa, amx) -> None:
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
+    xeon = Machine("Intel(R) Xeon(R) Processor", "AVX512", True, 2, 2, {"amx_bf16": True})
+    assert ("native bf16 (AMX)" in xeon.summary()) is amx
+    assert "AMX" not in NATIVE.summary()  # AVX512-BF16 without tiles
+
+
 def test_config_takes_auto_true_false_and_names_a_bad_value() -> None:
     assert load_config("multi30k-small").train.cpu_bf16 == "auto"
     assert load_config("multi30k-small").train.compile == "auto"

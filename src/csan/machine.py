@@ -100,20 +100,33 @@ class Machine:
     core: str = ""
 
     def summary(self) -> str:
-        """One line: model (and core generation, where known), capability, bf16, threads.
+        """One line: model (and core generation, where known), capability, bf16 (and AMX, where the
+        chip has AMX-BF16 tiles and ``ONEDNN_MAX_CPU_ISA`` leaves them to oneDNN), threads.
 
         Example:
             >>> Machine("AMD EPYC", "AVX2", False, 2, 2, {"avx2": True}).summary()
             'AMD EPYC, 2 cores; ATen capability AVX2, bf16 emulated (no AVX512-BF16/AMX); 2 threads'
             >>> Machine("AMD EPYC", "AVX512", True, 2, 2, core="Zen 4").summary()[:32]
             'AMD EPYC (Zen 4), 2 cores; ATen '
+            >>> Machine("Intel(R) Xeon(R) Processor", "AVX512", True, 2, 2,
+            ...         {"amx_bf16": True}).summary()[-47:]
+            'capability AVX512, native bf16 (AMX); 2 threads'
         """
         bf16 = "native bf16" if self.native_bf16 else "bf16 emulated (no AVX512-BF16/AMX)"
+        if self.native_bf16 and self.flags.get("amx_bf16") and _onednn_may_use_amx():
+            bf16 += " (AMX)"
         cpu = f"{self.cpu} ({self.core})" if self.core else self.cpu
         return (
             f"{cpu}, {self.cores} cores; ATen capability {self.capability}, {bf16}; "
             f"{self.threads} thread{'s' if self.threads != 1 else ''}"
         )
+
+
+def _onednn_may_use_amx() -> bool:
+    """``ONEDNN_MAX_CPU_ISA`` is unset or names an AMX level (``AVX512_CORE_BF16`` caps oneDNN below
+    AMX on a chip that has it, as ``AVX2`` caps it below AVX512)."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return isa in ("", "ALL", "DEFAULT") or "AMX" in isa
 
 
 def cpu_core(vendor: str, family: int | None, flags: set[str]) -> str:
