@@ -106,7 +106,18 @@ def test_machine_record_has_the_cpu_kind() -> None:
 ])  # fmt: skip
 def test_summary_names_amx_only_where_onednn_may_use_it(monkeypatch, isa, amx) -> None:
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
-    xeon = Machine("Intel(R) Xeon(R) Processor", "AVX512", True, 2, 2, {"amx_bf16": True})
+    xeon_flags = "fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile"
+    cpuinfo = machine_mod._parse_cpuinfo(
+        f"vendor_id : GenuineIntel\ncpu family : 6\nflags : {xeon_flags}\n"
+    )
+    monkeypatch.setattr(machine_mod, "_cpuinfo", lambda: cpuinfo)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    machine_mod._describe.cache_clear()
+    try:
+        xeon = describe_machine()
+    finally:
+        machine_mod._describe.cache_clear()
     assert ("native bf16 (AMX)" in xeon.summary()) is amx
     assert "AMX" not in NATIVE.summary()  # AVX512-BF16 without tiles
 

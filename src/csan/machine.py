@@ -81,8 +81,9 @@ class Machine:
     """The hardware a process computes on, as PyTorch sees it.
 
     ``capability`` is ``torch.backends.cpu.get_cpu_capability()`` (the vector ISA ATen dispatches to);
-    ``native_bf16`` is True when oneDNN computes bf16 matrix products in hardware; ``flags`` are the
-    /proc/cpuinfo flags of :data:`CPU_FLAGS` (what the chip has, whatever PyTorch was told to use).
+    ``native_bf16`` is True when oneDNN computes bf16 matrix products in hardware, ``amx`` when it may
+    compute them on AMX tiles; ``flags`` are the /proc/cpuinfo flags of :data:`CPU_FLAGS` (what the
+    chip has, whatever PyTorch was told to use).
 
     Example:
         >>> m = describe_machine()
@@ -98,22 +99,22 @@ class Machine:
     flags: dict[str, bool] = field(default_factory=dict)
     # the core generation, where /proc/cpuinfo tells it (:func:`cpu_core`), e.g. "Zen 4"
     core: str = ""
+    amx: bool = False
 
     def summary(self) -> str:
-        """One line: model (and core generation, where known), capability, bf16 (and AMX, where the
-        chip has AMX-BF16 tiles and ``ONEDNN_MAX_CPU_ISA`` leaves them to oneDNN), threads.
+        """One line: model (and core generation, where known), capability, bf16 (and AMX where
+        oneDNN may use it), threads.
 
         Example:
             >>> Machine("AMD EPYC", "AVX2", False, 2, 2, {"avx2": True}).summary()
             'AMD EPYC, 2 cores; ATen capability AVX2, bf16 emulated (no AVX512-BF16/AMX); 2 threads'
             >>> Machine("AMD EPYC", "AVX512", True, 2, 2, core="Zen 4").summary()[:32]
             'AMD EPYC (Zen 4), 2 cores; ATen '
-            >>> Machine("Intel(R) Xeon(R) Processor", "AVX512", True, 2, 2,
-            ...         {"amx_bf16": True}).summary()[-47:]
+            >>> Machine("Intel(R) Xeon(R) Processor", "AVX512", True, 2, 2, amx=True).summary()[-47:]
             'capability AVX512, native bf16 (AMX); 2 threads'
         """
         bf16 = "native bf16" if self.native_bf16 else "bf16 emulated (no AVX512-BF16/AMX)"
-        if self.native_bf16 and self.flags.get("amx_bf16") and _onednn_may_use_amx():
+        if self.amx:
             bf16 += " (AMX)"
         cpu = f"{self.cpu} ({self.core})" if self.core else self.cpu
         return (
@@ -208,14 +209,16 @@ def _native_bf16(capability: str) -> bool:
 def _describe(threads: int) -> Machine:
     cpu = _cpuinfo()
     capability = torch.backends.cpu.get_cpu_capability()
+    native_bf16 = _native_bf16(capability)
     return Machine(
         cpu=cpu.name,
         capability=capability,
-        native_bf16=_native_bf16(capability),
+        native_bf16=native_bf16,
         cores=os.cpu_count() or 1,
         threads=threads,
         flags={name: name in cpu.flags for name in CPU_FLAGS},
         core=cpu_core(cpu.vendor, cpu.family, cpu.flags),
+        amx=native_bf16 and "amx_bf16" in cpu.flags and _onednn_may_use_amx(),
     )
 
 
