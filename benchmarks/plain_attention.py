@@ -21,6 +21,11 @@ PyTorch's CPU allocator reports to ``torch.profiler`` (``profile_memory=True``),
 the workspace is that peak less the three gradients, which both must hold at once at the end, as in
 ``csan bench attention`` (the output counts while it lives: ``.sum()`` needs it in the forward only, and a
 kernel that keeps it for its backward holds it by its own choice).
+
+The host: ``/proc/stat`` is read before the first case and after the last (:mod:`csan.host`), and
+the share of the CPU time the hypervisor took is kept with the machine (``host_steal``) and named
+when it is 5% or more; the host's product rate is taken after the last case (``host_products``),
+so nothing runs before the cases that a user's process would not.
 """
 
 from __future__ import annotations
@@ -163,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--out", default=None, help="folder for plain-attention-<date>.{json,md}")
     args = p.parse_args(argv)
+    from csan.host import HostMeter, steal_note  # reads /proc/stat only: nothing timed changes
+
+    meter = HostMeter(at_start=False)
     rows = []
     for case, batch, t, n in CASES:
         row = {"case": case, **measure(batch, t, n, repeats=args.repeats, warmup=args.warmup)}
@@ -174,13 +182,17 @@ def main(argv: list[str] | None = None) -> int:
             f"({row['workspace_ratio']:.1f}x)",
             flush=True,
         )
+    host = meter.record()
+    steal = host["host_steal"]
     print()
     print(table(rows))
+    if steal_note(steal):
+        print(f"warning: {steal_note(steal)} while measuring: the times are above this CPU's own")
     if args.out:
         from csan.machine import machine_info
 
         command = "python benchmarks/plain_attention.py " + " ".join(sys.argv[1:])
-        machine = machine_info("cpu", command=command.strip())
+        machine = machine_info("cpu", command=command.strip(), **host)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         now = dt.datetime.now(dt.timezone.utc)

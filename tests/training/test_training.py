@@ -19,6 +19,7 @@ from csan.config import load_config
 from csan.data import SubwordModel, read_lines
 from csan.decoding import load_model, translate_lines
 from csan.errors import CsanError
+from csan.host import CpuTimes
 from csan.training.schedule import make_schedule
 from csan.training.trainer import train
 
@@ -91,7 +92,7 @@ def resume_overrides(tiny_overrides: list[str], steps: int, bpe_dropout: float =
 
 
 def comparable(records: list[dict], after: int) -> list[dict]:
-    timing = {"time", "tokens_per_s", "train_seconds", "wall_seconds"}
+    timing = {"time", "tokens_per_s", "train_seconds", "wall_seconds", "host_steal"}
     return [{k: v for k, v in r.items() if k not in timing} for r in records if r["step"] > after]
 
 
@@ -174,8 +175,11 @@ def test_metrics_checkpoints_pruning_and_final_model(
     assert [r["step"] for r in train_lines] == list(range(4, steps + 1, 4))
     assert [r["step"] for r in valid_lines] == [10, 20, 30]
     schedule = make_schedule("inverse_sqrt", lr=cfg.train.lr, warmup=cfg.train.warmup, d_model=64)
+    # where /proc/stat tells (Linux) and a clock tick passed, a train line has the host's steal
+    linux = CpuTimes.read() is not None
     for r in train_lines:
-        assert set(r) == TRAIN_KEYS, r
+        assert set(r) - {"host_steal"} == TRAIN_KEYS, r
+        assert 0 <= r.get("host_steal", 0) <= 1, r
         assert r["lr"] == pytest.approx(schedule(r["step"]))
         assert r["loss"] > 0 and r["nll"] > 0 and r["tokens_per_s"] > 0
     for r in valid_lines:
@@ -211,9 +215,52 @@ def test_metrics_checkpoints_pruning_and_final_model(
 
     summary = json.loads((tmp_path / "results.json").read_text())
     assert summary["steps"] == steps and summary["stop_reason"] == f"max_steps={steps}"
+    steal = summary["machine"]["host_steal"]  # the whole run's, with the machine
+    assert (steal is not None) == linux and (steal is None or 0 <= steal <= 1)
+    # and the host's product rate at the run's start and end (float32; bf16 where native)
+    products = summary["machine"]["host_products"]
+    assert set(products) == {"start", "end"}
+    for rates in products.values():
+        assert set(rates) == {"float32_gflops"} | (
+            {"bf16_gflops"} if summary["machine"]["native_bf16"] else set()
+        )
+        assert all(rate > 0 for rate in rates.values()), products
     assert summary["best_valid"] == result.best_valid
     assert (tmp_path / "config.yaml").is_file()
     assert load_config(str(tmp_path / "config.yaml")) == cfg
+
+
+class _StolenHost:
+    """A stand-in for csan.host.StealMeter on a host that takes 45% of the CPU time."""
+
+    def __init__(self, **_: object) -> None:
+        pass
+
+    def lap(self) -> float:
+        return 0.45
+
+    def total(self) -> float:
+        return 0.452
+
+
+def test_a_run_on_a_host_that_steals_says_so_and_records_it(
+    tmp_path: Path,
+    tiny_overrides: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("csan.host.StealMeter", _StolenHost)
+    cfg = load_config(
+        "tiny",
+        [*tiny_overrides, "train.max_steps=4", "train.log_every=2", "train.evaluate_test=false"],
+    )
+    train(cfg, tmp_path, progress=False)
+    out = capsys.readouterr().out.splitlines()
+    (note,) = [line for line in out if "steal" in line]
+    assert note.startswith("host steal 45%: ") and "machine.host_steal" in note
+    assert out.index(note) == len(out) - 1  # after the summary line
+    assert json.loads((tmp_path / "results.json").read_text())["machine"]["host_steal"] == 0.452
+    assert [r["host_steal"] for r in metrics(tmp_path) if r["kind"] == "train"] == [0.45, 0.45]
 
 
 def test_average_last_makes_the_final_model_the_mean(

@@ -54,6 +54,7 @@ from torch import Tensor
 from csan.bench.attention_table import format_row, markdown_table
 from csan.bench.timing import interleaved_ms, peak_bytes
 from csan.functional import local_attention
+from csan.host import HostMeter, steal_note
 from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.dense import dense_local_attention
 from csan.kernels.flex import flex_available, flex_local_attention
@@ -378,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device, setting="--device")
+    meter = HostMeter()  # the host's steal and product rate, kept with the machine record
     rows = run_attention_bench(
         args.lengths,
         window=args.window,
@@ -398,9 +400,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup = harness(
         device, threads_set=args.threads is not None, repeats=args.repeats, warmup=args.warmup
     )
+    host = meter.record()
+    steal = host["host_steal"]
     json_path, md_path = write_results(
-        rows, machine_info(device), args.out, command=command.strip(), harness=setup
+        rows,
+        machine_info(device, **host),
+        args.out,
+        command=command.strip(),
+        harness=setup,
     )
+    if steal_note(steal):
+        print(f"warning: {steal_note(steal)} while measuring: the times are above this CPU's own")
     print(f"wrote {json_path} and {md_path}")
     return 0
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from csan.host import HostMeter
+
 __all__ = ["main", "train_long"]
 
 
@@ -243,7 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         return 0
+    meter = HostMeter()  # the host's steal (machine-wide: the children's too) and product rate
     rows = [_run_child(args, b) for b in args.backends.split(",")]
+    host = meter.record()
     lines = [
         "| variant | kernel | tokens | median step (s) | peak RSS (MiB) | loss first -> last | status |",
         "|---|---|---:|---:|---:|---|---|",
@@ -266,7 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"long-{args.variant}-{args.length}-cpu-{dt.datetime.now():%Y-%m-%d}"
-    payload = {"machine": machine_info(torch.device("cpu")), "args": vars(args), "rows": rows}
+    payload = {
+        "machine": machine_info(torch.device("cpu"), **host),
+        "args": vars(args),
+        "rows": rows,
+    }
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     stem.with_suffix(".md").write_text(table + "\n", encoding="utf-8")
     print(f"saved {stem}.json and {stem}.md")

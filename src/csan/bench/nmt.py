@@ -17,18 +17,26 @@ import torch
 from csan.bench.train import run_train_bench
 from csan.bench.translate import run_translate_bench
 from csan.bench.variants import run_variant_bench, variant_table
+from csan.host import HostMeter, steal_note
 from csan.machine import describe_machine, machine_info
 
 __all__ = ["main"]
 
 
-def _save(kind: str, payload: dict[str, Any], table: str, out: Path) -> Path:
+def _save(
+    kind: str, payload: dict[str, Any], table: str, out: Path, *, host: dict[str, Any]
+) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y-%m-%d")
-    payload = {"machine": machine_info(torch.device("cpu")), **payload}
+    payload = {"machine": machine_info(torch.device("cpu"), **host), **payload}
     path = out / f"{kind}-cpu-{stamp}"
     path.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    header = f"Machine: {describe_machine().summary()}; torch {torch.__version__}.\n\n"
+    note = steal_note(host["host_steal"])
+    header = (
+        f"Machine: {describe_machine().summary()}; torch {torch.__version__}"
+        + (f"; {note} during the measurement" if note else "")
+        + ".\n\n"
+    )
     path.with_suffix(".md").write_text(header + table + "\n", encoding="utf-8")
     return path
 
@@ -74,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--out", default="benchmarks/results", help="results folder")
     args = p.parse_args(argv)
+    meter = HostMeter()  # the host's steal and product rate, kept with the machine record
     if args.what == "train":
         config = args.config or "multi30k-small"
         rows = run_train_bench(config, steps=args.steps or 20, overrides=args.overrides)
@@ -87,12 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in rows
         ]
         table = "\n".join(lines)
-        path = _save(
-            "train",
-            {"config": config, "overrides": args.overrides, "rows": rows},
-            table,
-            Path(args.out),
-        )
+        kind, payload = "train", {"config": config, "overrides": args.overrides, "rows": rows}
     elif args.what == "variants":
         config = args.config or "compare-multi30k"
         rows = run_variant_bench(
@@ -110,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "warmup": args.warmup,
             "rows": rows,
         }
-        path = _save(f"variants-{Path(config).stem}", payload, table, Path(args.out))
+        kind = f"variants-{Path(config).stem}"
     else:
         if not (args.model and args.src):
             p.error("translate needs --model and --src")
@@ -120,7 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {r['sentences']} | {r['beam']} | {r['load_seconds']} | {r['translate_seconds']} "
             f"| {r['sentences_per_s']} |"
         )
-        path = _save("translate", r, table, Path(args.out))
+        kind, payload = "translate", r
+    host = meter.record()
+    steal = host["host_steal"]
+    path = _save(kind, payload, table, Path(args.out), host=host)
     print(table)
+    if steal_note(steal):
+        print(f"warning: {steal_note(steal)} while measuring: the figures are below this CPU's own")
     print(f"saved {path}.json and {path}.md")
     return 0

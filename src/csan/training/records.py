@@ -13,6 +13,7 @@ from torch import nn
 
 from csan import checkpoint as ckpt
 from csan.config import Config
+from csan.host import steal_note
 from csan.machine import RuntimeChoice, describe_machine
 from csan.training.data import TrainingData
 from csan.training.distributed import DistInfo
@@ -94,9 +95,11 @@ class MetricsLog:
     Every line has ``time`` (Unix seconds), ``kind``, ``step`` and ``epoch``. ``kind == "train"``
     (every ``train.log_every`` steps) adds ``loss`` and ``nll`` (bits per target token, the
     token-weighted mean over the steps since the previous line of this epoch and process), ``lr``,
-    ``tokens_per_s`` and ``train_seconds``; ``kind == "valid"`` adds ``wall_seconds``, ``loss`` (bits
-    per token), ``accuracy`` and, with ``train.valid_bleu``, ``bleu``; ``kind == "resume"`` marks
-    where a resumed run started again (``train_seconds`` so far).
+    ``tokens_per_s``, ``train_seconds`` and, where ``/proc/stat`` tells, ``host_steal`` (the share
+    of the CPU time the host took over those steps, :mod:`csan.host`); ``kind == "valid"`` adds
+    ``wall_seconds``, ``loss`` (bits per token), ``accuracy`` and, with ``train.valid_bleu``,
+    ``bleu``; ``kind == "resume"`` marks where a resumed run started again (``train_seconds`` so
+    far).
 
     Example:
         >>> import tempfile
@@ -243,9 +246,17 @@ def train_line(record: dict[str, Any], *, eta: str = "-") -> str:
         >>> train_line({"kind": "train", "step": 300, "epoch": 2.344, "loss": 5.1234, "nll": 3.2101,
         ...             "lr": 0.000421, "tokens_per_s": 1757.4, "train_seconds": 612.0}, eta="32m05s")
         'step 300 epoch 2.34 train: loss 5.123, nll 3.21, lr 4.21e-04, 1,757 tok/s, eta 32m05s'
+
+    A host steal of 5% or more (:func:`csan.host.steal_note`) is named after the tokens/s:
+        >>> train_line({"kind": "train", "step": 300, "epoch": 2.344, "loss": 5.1234, "nll": 3.2101,
+        ...             "lr": 0.000421, "tokens_per_s": 1171.0, "train_seconds": 612.0,
+        ...             "host_steal": 0.452})
+        'step 300 epoch 2.34 train: loss 5.123, nll 3.21, lr 4.21e-04, 1,171 tok/s (host steal 45%)'
     """
+    note = steal_note(record.get("host_steal"))
     return (
         f"step {record['step']} epoch {record['epoch']:.2f} train: loss {record['loss']:.4g}, "
         f"nll {record['nll']:.4g}, lr {record['lr']:.2e}, {record['tokens_per_s']:,.0f} tok/s"
+        + (f" ({note})" if note else "")
         + (f", eta {eta}" if eta != "-" else "")
     )

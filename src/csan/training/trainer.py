@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from csan import checkpoint as ckpt
 from csan.config import Config, dump_config
+from csan.host import HostMeter, steal_note
 from csan.machine import (
     RuntimeChoice,
     choose_runtime,
@@ -183,6 +184,9 @@ class Trainer:
             self._resume(resume_dir)
         if self.runtime.compile:
             self.loss_fn = compile_dynamic(self.loss_fn)
+        # the host's steal over this session and per train line (metrics.jsonl's host_steal), and
+        # its product rate at the start and the end (results.json's machine.host_products)
+        self.host = HostMeter(products=self.is_main)
 
     def close(self) -> None:
         """Release the run folder's lock and leave the process group (idempotent)."""
@@ -389,6 +393,9 @@ class Trainer:
                         record = window.record(
                             step=self.step, epoch=self.epochs_done, lr=stats["lr"], progress=p
                         )
+                        steal = self.host.lap()
+                        if steal is not None:
+                            record["host_steal"] = steal
                         self.metrics.write(record)
                         if self.log_lines:
                             self.say(train_line(record, eta=eta))
@@ -469,8 +476,17 @@ class Trainer:
             mode=self.runtime.mode,
         )
         if self.is_main:
-            write_results(self.out / "results.json", result, machine_info(self.device))
+            host = self.host.record()
+            steal = host["host_steal"]
+            machine = machine_info(self.device, **host)
+            write_results(self.out / "results.json", result, machine)
             self.say(result.summary())
+            if steal_note(steal):
+                self.say(
+                    f"{steal_note(steal)}: the hypervisor gave this machine's CPUs to other work for "
+                    f"{steal:.0%} of the time this run had work for them, so its tokens/s are below "
+                    "what this CPU does alone (results.json: machine.host_steal)"
+                )
         # every rank leaves the process group together: a rank that tears its group down while rank 0
         # still writes the final model is the pattern PyTorch's docs warn can hang the shutdown
         barrier(self.dist)
