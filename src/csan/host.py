@@ -158,7 +158,8 @@ def product_rate(dtype: torch.dtype = torch.float32, *, calls: int = 7, warmup: 
     It is the host's speed on the day, for figures from different days, and a coarse one: on the
     noisy 2-core Xeon of 2026-12-03 takes a few seconds apart varied by up to 25%, so it tells a host
     twice as slow, not one 10% slower. A run keeps it in ``results.json``
-    (``machine.host_products``) at its start and end. Measure bf16 only where the CPU has it natively (:func:`csan.machine.describe_machine`): emulated, one call takes seconds.
+    (``machine.host_products``) at its start and end. Measure bf16 only where the CPU has it natively
+    (:func:`csan.machine.describe_machine`): emulated, one call takes seconds.
 
     Example:
         >>> product_rate(calls=3) > 0
