@@ -17,6 +17,7 @@ from cli_helpers import assert_one_line_error, run
 from safetensors.torch import load_file
 
 from csan.decoding import load_model
+from csan.machine import describe_machine
 
 SUBCOMMANDS = ["train", "translate", "evaluate", "info", "average", "attention", "bench"]
 INPUT = ["A dog runs on the grass .", "", "Two men are talking .", "   ", "", "A girl ."]
@@ -311,6 +312,10 @@ def test_info_parameter_table_and_csan_adds_zero_parameters(
 ) -> None:
     code, vanilla, err = run(capsys, "info", "--config", "tiny")
     assert code == 0, err
+    # the host's product rate, after the machine and mode lines (bf16 only where native)
+    (host,) = [line for line in vanilla.splitlines() if line.startswith("host: ")]
+    rate = float(host.split(" at ")[1].split(" GFLOP/s")[0].replace(",", ""))
+    assert rate > 0 and ("in bf16" in host) == describe_machine().native_bf16
     assert "encoder_layers" in vanilla and "decoder_layers" in vanilla
     total = total_parameters(vanilla)
     assert total > 0

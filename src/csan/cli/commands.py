@@ -203,6 +203,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         machine: ...
         mode on cpu: float32 eager: float32 (train.cpu_bf16=false); compile off (...)
         softmax: the whole vocabulary (model.output_vocab=full)
+        host: a 1024x256 @ 256x1024 product at ... GFLOP/s in float32...
         arch transformer; encoder attention 'vanilla', decoder 'vanilla', cross 'vanilla'
         component                           parameters
         src_embed                               64,000
@@ -227,8 +228,23 @@ def cmd_info(args: argparse.Namespace) -> int:
         cfg = _load_cfg(args)
         model = build_model(cfg.model, cfg.data.vocab_size)
     print(_machine_lines(cfg))
+    print(_host_line())
     print(parameter_table(model, cfg))
     return 0
+
+
+def _host_line() -> str:
+    """How fast this host's CPU runs one fixed product now (:mod:`csan.host`), the figure a run
+    keeps as ``machine.host_products``: the same chip's products ran 1.7-4x slower on some days."""
+    from csan.host import product_rates
+    from csan.machine import describe_machine
+
+    rates = product_rates(describe_machine().native_bf16)
+    bf16 = f", {rates['bf16_gflops']:,.0f} in bf16" if "bf16_gflops" in rates else ""
+    return (
+        f"host: a 1024x256 @ 256x1024 product at {rates['float32_gflops']:,.0f} GFLOP/s in float32"
+        f"{bf16} (a run keeps this as machine.host_products)"
+    )
 
 
 def _machine_lines(cfg) -> str:
