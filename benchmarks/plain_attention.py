@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--out", default=None, help="folder for plain-attention-<date>.{json,md}")
     args = p.parse_args(argv)
-    from csan.host import HostMeter, steal_note  # reads /proc/stat only: nothing timed changes
+    from csan.host import HostMeter, steal_warning  # /proc/stat now, the products after the cases
 
     meter = HostMeter(at_start=False)
     rows = []
@@ -183,11 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     host = meter.record()
-    steal = host["host_steal"]
     print()
     print(table(rows))
-    if steal_note(steal):
-        print(f"warning: {steal_note(steal)} while measuring: the times are above this CPU's own")
+    if warning := steal_warning(host["host_steal"], "the times are above this CPU's own"):
+        print(warning)
     if args.out:
         from csan.machine import machine_info
 

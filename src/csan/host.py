@@ -40,11 +40,13 @@ import torch
 __all__ = [
     "NOTE_SHARE",
     "CpuTimes",
+    "HostMeter",
     "StealMeter",
     "product_rate",
     "product_rates",
     "steal_note",
     "steal_share",
+    "steal_warning",
 ]
 
 PROC_STAT = Path("/proc/stat")
@@ -119,6 +121,20 @@ def steal_note(share: float | None) -> str:
     return f"host steal {share:.0%}"
 
 
+def steal_warning(share: float | None, consequence: str) -> str:
+    """The line a benchmark prints under its table when :func:`steal_note` names the share, else
+    ``""``; ``consequence`` says what it did to the figures.
+
+    Example:
+        >>> steal_warning(0.3, "the times are above this CPU's own")
+        "warning: host steal 30% while measuring: the times are above this CPU's own"
+        >>> steal_warning(0.01, "the times are above this CPU's own")
+        ''
+    """
+    note = steal_note(share)
+    return f"warning: {note} while measuring: {consequence}" if note else ""
+
+
 class StealMeter:
     """The host's steal since the meter started (:meth:`total`) and since the last :meth:`lap`.
 
@@ -184,13 +200,18 @@ def product_rate(dtype: torch.dtype = torch.float32, *, calls: int = 7, warmup: 
     return round(2 * m * k * n / statistics.median(times) / 1e9, 1)
 
 
-def product_rates(native_bf16: bool) -> dict[str, float]:
-    """``{"float32_gflops": ..., "bf16_gflops": ...}`` (bf16 only where ``native_bf16``).
+def product_rates(native_bf16: bool | None = None) -> dict[str, float]:
+    """``{"float32_gflops": ..., "bf16_gflops": ...}`` (bf16 only where ``native_bf16``; None asks
+    :func:`csan.machine.describe_machine` whether this CPU has it).
 
     Example:
         >>> sorted(product_rates(native_bf16=False))
         ['float32_gflops']
     """
+    if native_bf16 is None:
+        from csan.machine import describe_machine  # csan.machine does not import this module
+
+        native_bf16 = describe_machine().native_bf16
     rates = {"float32_gflops": product_rate(torch.float32)}
     if native_bf16:
         rates["bf16_gflops"] = product_rate(torch.bfloat16)
@@ -221,7 +242,7 @@ class HostMeter:
         read: Callable[[], CpuTimes | None] = CpuTimes.read,
     ) -> None:
         self.steal = StealMeter(read=read)
-        self._rates = rates or _rates_here
+        self._rates = rates or product_rates
         self._products = products
         self.start_products = self._rates() if products and at_start else None
 
@@ -236,9 +257,3 @@ class HostMeter:
         if self._products:
             out["host_products"] = {"start": self.start_products, "end": self._rates()}
         return out
-
-
-def _rates_here() -> dict[str, float]:
-    from csan.machine import describe_machine  # csan.machine does not import this module
-
-    return product_rates(describe_machine().native_bf16)

@@ -54,7 +54,7 @@ from torch import Tensor
 from csan.bench.attention_table import format_row, markdown_table
 from csan.bench.timing import interleaved_ms, peak_bytes
 from csan.functional import local_attention
-from csan.host import HostMeter, steal_note
+from csan.host import HostMeter, steal_warning
 from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.dense import dense_local_attention
 from csan.kernels.flex import flex_available, flex_local_attention
@@ -401,7 +401,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         device, threads_set=args.threads is not None, repeats=args.repeats, warmup=args.warmup
     )
     host = meter.record()
-    steal = host["host_steal"]
     json_path, md_path = write_results(
         rows,
         machine_info(device, **host),
@@ -409,8 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command=command.strip(),
         harness=setup,
     )
-    if steal_note(steal):
-        print(f"warning: {steal_note(steal)} while measuring: the times are above this CPU's own")
+    if warning := steal_warning(host["host_steal"], "the times are above this CPU's own"):
+        print(warning)
     print(f"wrote {json_path} and {md_path}")
     return 0
 

@@ -17,7 +17,7 @@ import torch
 from csan.bench.train import run_train_bench
 from csan.bench.translate import run_translate_bench
 from csan.bench.variants import run_variant_bench, variant_table
-from csan.host import HostMeter, steal_note
+from csan.host import HostMeter, steal_note, steal_warning
 from csan.machine import describe_machine, machine_info
 
 __all__ = ["main"]
@@ -126,10 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         kind, payload = "translate", r
     host = meter.record()
-    steal = host["host_steal"]
     path = _save(kind, payload, table, Path(args.out), host=host)
     print(table)
-    if steal_note(steal):
-        print(f"warning: {steal_note(steal)} while measuring: the figures are below this CPU's own")
+    if warning := steal_warning(host["host_steal"], "the figures are below this CPU's own"):
+        print(warning)
     print(f"saved {path}.json and {path}.md")
     return 0

@@ -237,9 +237,8 @@ def _host_line() -> str:
     """How fast this host's CPU runs one fixed product now (:mod:`csan.host`), the figure a run
     keeps as ``machine.host_products``: the same chip's products ran 1.7-4x slower on some days."""
     from csan.host import product_rates
-    from csan.machine import describe_machine
 
-    rates = product_rates(describe_machine().native_bf16)
+    rates = product_rates()
     bf16 = f", {rates['bf16_gflops']:,.0f} in bf16" if "bf16_gflops" in rates else ""
     return (
         f"host: a 1024x256 @ 256x1024 product at {rates['float32_gflops']:,.0f} GFLOP/s in float32"
