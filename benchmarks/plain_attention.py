@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(rows))
     if warning := steal_warning(host["host_steal"], "the times are above this CPU's own"):
-        print(warning)
+        print(warning, file=sys.stderr)  # a diagnostic, not a figure: not in the table's stream
     if args.out:
         from csan.machine import machine_info
 

@@ -409,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         harness=setup,
     )
     if warning := steal_warning(host["host_steal"], "the times are above this CPU's own"):
-        print(warning)
+        print(warning, file=sys.stderr)  # a diagnostic, not a figure: not in the table's stream
     print(f"wrote {json_path} and {md_path}")
     return 0
 

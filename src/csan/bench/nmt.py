@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = _save(kind, payload, table, Path(args.out), host=host)
     print(table)
     if warning := steal_warning(host["host_steal"], "the figures are below this CPU's own"):
-        print(warning)
+        print(warning, file=sys.stderr)  # a diagnostic, not a figure: not in the table's stream
     print(f"saved {path}.json and {path}.md")
     return 0
