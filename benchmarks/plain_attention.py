@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--out", default=None, help="folder for plain-attention-<date>.{json,md}")
     args = p.parse_args(argv)
-    from csan.host import HostMeter, steal_warning  # /proc/stat now, the products after the cases
+    from csan.host import HostMeter, report_steal  # /proc/stat now, the products after the cases
 
     meter = HostMeter(at_start=False)
     rows = []
@@ -185,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     host = meter.record()
     print()
     print(table(rows))
-    if warning := steal_warning(host["host_steal"], "the times are above this CPU's own"):
-        print(warning, file=sys.stderr)  # a diagnostic, not a figure: not in the table's stream
+    report_steal(host["host_steal"], "the times are above this CPU's own")
     if args.out:
         from csan.machine import machine_info
 

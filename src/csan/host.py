@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "StealMeter",
     "product_rate",
     "product_rates",
+    "report_steal",
     "steal_note",
     "steal_share",
     "steal_warning",
@@ -135,6 +137,17 @@ def steal_warning(share: float | None, consequence: str) -> str:
     return f"warning: {note} while measuring: {consequence}" if note else ""
 
 
+def report_steal(share: float | None, consequence: str) -> None:
+    """Print :func:`steal_warning` to stderr when there is one: a diagnostic, not a figure, so it
+    stays out of the stream that carries a benchmark's table.
+
+    Example:
+        >>> report_steal(0.01, "the times are above this CPU's own")  # under 5%: prints nothing
+    """
+    if warning := steal_warning(share, consequence):
+        print(warning, file=sys.stderr)
+
+
 class StealMeter:
     """The host's steal since the meter started (:meth:`total`) and since the last :meth:`lap`.
 
@@ -172,8 +185,8 @@ def product_rate(dtype: torch.dtype = torch.float32, *, calls: int = 7, warmup: 
     of ``calls`` timed calls after ``warmup`` untimed ones and 0.05 s (about 0.08 s on 2 cores).
 
     It is the host's speed on the day, for figures from different days, and a coarse one: on the
-    noisy 2-core Xeon of 2026-12-03 takes a few seconds apart varied by up to 25%, so it tells a host
-    twice as slow, not one 10% slower. A run keeps it in ``results.json``
+    noisy 2-core Xeon of 2026-12-03, readings a few seconds apart varied by up to 25%, so it tells a
+    host twice as slow, not one 10% slower. A run keeps it in ``results.json``
     (``machine.host_products``) at its start and end. Measure bf16 only where the CPU has it natively
     (:func:`csan.machine.describe_machine`): emulated, one call takes seconds.
 

@@ -54,7 +54,7 @@ from torch import Tensor
 from csan.bench.attention_table import format_row, markdown_table
 from csan.bench.timing import interleaved_ms, peak_bytes
 from csan.functional import local_attention
-from csan.host import HostMeter, steal_warning
+from csan.host import HostMeter, report_steal
 from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.dense import dense_local_attention
 from csan.kernels.flex import flex_available, flex_local_attention
@@ -408,8 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command=command.strip(),
         harness=setup,
     )
-    if warning := steal_warning(host["host_steal"], "the times are above this CPU's own"):
-        print(warning, file=sys.stderr)  # a diagnostic, not a figure: not in the table's stream
+    report_steal(host["host_steal"], "the times are above this CPU's own")
     print(f"wrote {json_path} and {md_path}")
     return 0
 

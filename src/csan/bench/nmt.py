@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import torch
 from csan.bench.train import run_train_bench
 from csan.bench.translate import run_translate_bench
 from csan.bench.variants import run_variant_bench, variant_table
-from csan.host import HostMeter, steal_note, steal_warning
+from csan.host import HostMeter, report_steal, steal_note
 from csan.machine import describe_machine, machine_info
 
 __all__ = ["main"]
@@ -129,7 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = meter.record()
     path = _save(kind, payload, table, Path(args.out), host=host)
     print(table)
-    if warning := steal_warning(host["host_steal"], "the figures are below this CPU's own"):
-        print(warning, file=sys.stderr)  # a diagnostic, not a figure: not in the table's stream
+    report_steal(host["host_steal"], "the figures are below this CPU's own")
     print(f"saved {path}.json and {path}.md")
     return 0

@@ -481,9 +481,9 @@ class Trainer:
             machine = machine_info(self.device, **host)
             write_results(self.out / "results.json", result, machine)
             self.say(result.summary())
-            if steal_note(steal):
+            if note := steal_note(steal):
                 self.say(
-                    f"{steal_note(steal)}: the hypervisor gave this machine's CPUs to other work for "
+                    f"{note}: the hypervisor gave this machine's CPUs to other work for "
                     f"{steal:.0%} of the time this run had work for them, so its tokens/s are below "
                     "what this CPU does alone (results.json: machine.host_steal)"
                 )
