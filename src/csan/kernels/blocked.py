@@ -13,12 +13,13 @@ padding or (``"clip"``) the existing heads. The blocks are processed in *chunks*
 
 The backward pass is hand-written and recomputes the tiles (as FlashAttention does): only q, k, v and
 one (base-2) log-sum-exp per query row are kept for it (none for the row path's rows when N = 1:
-there one ``torch.softmax`` gives the weights, in the forward and again in the backward). Dropout (on the attention weights)
-draws its mask from a per-chunk seed, so the backward regenerates the same mask. The output gradient
-may be any strided tensor: ``out.sum().backward()`` gives an expanded one (stride 0), on which batched
-matrix products take a slow path, so each chunk makes its gradient rows dense first (a chunk's worth,
-not a full-size copy; the row path reads a gradient that is constant in time as one dense block). The
-band masks of a shape are cached (:func:`_band_blocked`), so a repeated call builds none.
+there one ``torch.softmax`` gives the weights, in the forward and again in the backward). Dropout
+(on the attention weights) draws its mask from a per-chunk seed, so the backward regenerates the
+same mask. The output gradient may be any strided tensor: ``out.sum().backward()`` gives an
+expanded one (stride 0), on which batched matrix products take a slow path, so each chunk makes its
+gradient rows dense first (a chunk's worth, not a full-size copy; the row path reads a gradient that
+is constant in time as one dense block). The band masks of a shape are cached
+(:func:`_band_blocked`), so a repeated call builds none.
 
 For long sequences (CPU, no padding, no dropout) the *row path* (:class:`_Rows`) takes the blocks whose
 keys lie inside the sequence: one (batch, head) row at a time, the queries, keys and values of a run of
@@ -119,10 +120,16 @@ class _Plan:
         return self.rows[1] > self.rows[0]
 
     @property
+    def self_only(self) -> bool:
+        """Whether every head of the row path reads only itself (N = 1): its weights then come from
+        one softmax (:meth:`_Rows._weights`) and its key and value gradients are written."""
+        return all(heads == (h,) for h, heads in enumerate(self.sources))
+
+    @property
     def writes_keys(self) -> bool:
         """Whether the row path *writes* (not adds) the first part of its key and value gradients:
         when it takes blocks and every head reads only itself (N = 1)."""
-        return self.has_rows and all(heads == (h,) for h, heads in enumerate(self.sources))
+        return self.has_rows and self.self_only
 
     def chunks(self) -> list[tuple[int, int]]:
         """(first query position, number of blocks) of every tile chunk (the blocks outside ``rows``)."""
@@ -533,8 +540,6 @@ class _Rows:
         self.bias = bias.mT.contiguous()  # (S, B): the logits are laid out key slot by query
         self.per = max(1, _ROW_CHUNK_ROWS // plan.block)
         self.write = plan.writes_keys
-        # every head reads one head (N = 1): the weights by one softmax (:meth:`_weights`)
-        self.single = all(len(heads) == 1 for heads in plan.sources)
 
     def chunks(self) -> list[tuple[slice, int, int]]:
         """(rows of the chunk's queries, first key row, blocks) of every chunk of a row."""
@@ -594,7 +599,7 @@ class _Rows:
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, *, out: Tensor, lse: Tensor) -> None:
         b, s = self.plan.block, self.plan.span
-        chunks = self.chunks()
+        chunks, single = self.chunks(), self.plan.self_only
         for bi in range(q.size(0)):
             for hi, heads in enumerate(self.plan.sources):
                 q_row, out_row, lse_row = q[bi, hi], out[bi, hi], lse[bi, hi]
@@ -603,7 +608,7 @@ class _Rows:
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
                     o = out_row[rows].unflatten(0, (n, b))
                     values = [_windows(v[bi, h], first, n, s, b) for h in heads]
-                    if self.single:  # the backward recomputes the weights the same way: no lse
+                    if single:  # the backward recomputes the weights the same way: no lse
                         self._sum_over_slots(o, self._weights(qv, keys[0]).mT, values)
                         continue
                     logits = self._logits(qv, keys)
@@ -621,7 +626,7 @@ class _Rows:
         rows outside them zeroed first; the chunks then run last to first, so a chunk's second part,
         which reaches into the next chunk's rows, is added after that chunk wrote them."""
         b, s, scale = self.plan.block, self.plan.span, self.plan.scale
-        chunks = self.chunks()
+        chunks, single = self.chunks(), self.plan.self_only
         if self.write:
             self._zero_unwritten(dk)
             self._zero_unwritten(dv)
@@ -636,7 +641,7 @@ class _Rows:
                 for rows, first, n in chunks:
                     qv = q_row[rows].unflatten(0, (n, b))
                     keys = [_windows(k[bi, h], first, n, s, b) for h in heads]
-                    if self.single:
+                    if single:
                         weights = self._weights(qv, keys[0])
                     else:
                         weights = self._logits(qv, keys)
