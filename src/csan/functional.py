@@ -16,9 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from csan.kernels import native
 from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.checks import HEAD_BOUNDARIES, check_local_attention, check_local_options
 from csan.kernels.dense import dense_local_attention, masked_attention
+from csan.kernels.native import native_local_attention
 from csan.kernels.reference import reference_local_attention
 
 __all__ = [
@@ -32,7 +34,7 @@ __all__ = [
     "masked_softmax",
 ]
 
-BACKENDS = ("auto", "dense", "reference", "blocked", "flex")
+BACKENDS = ("auto", "dense", "reference", "blocked", "native", "flex")
 # "auto" uses the blocked O(T*M) kernel from this many positions on (CPU only).
 BLOCKED_MIN_TIME = 128  # measured crossover on a 2-core CPU (benchmarks/results): ~96-128 at M=11
 BLOCKED_MIN_WINDOWS = 8  # ... and about 8 windows long (M=31 crosses at ~192-256)
@@ -86,9 +88,13 @@ def local_attention(
         head_boundary: ``"wrap"`` or ``"clip"``.
         dropout_p: dropout on the attention weights (pass 0 in evaluation).
         backend: ``"auto"`` (see :func:`choose_backend`), ``"dense"``, ``"reference"`` (slow, from the
-            definition), ``"blocked"`` (the O(T*M) kernel) or ``"flex"`` (FlexAttention, CUDA only,
-            no dropout: a ``ValueError`` elsewhere). Blocked and flex use dense where they cannot do
-            the call: cached queries, fewer than the keys.
+            definition), ``"blocked"`` (the O(T*M) kernel in PyTorch operations), ``"native"`` (the
+            O(T*M) kernel in native code, :mod:`csan.kernels.native`: CPU, float32/64, one head
+            window, no padding or dropout; the blocked kernel for other calls) or ``"flex"``
+            (FlexAttention, CUDA only, no dropout: a ``ValueError`` elsewhere). Where ``"auto"``
+            picks the blocked kernel it takes the native one for the calls that one can do. Blocked,
+            native and flex use dense where they cannot do the call: cached queries, fewer than the
+            keys.
 
     Returns:
         (batch, heads, t_q, d_h).
@@ -119,13 +125,19 @@ def local_attention(
         "causal": causal,
         "head_boundary": head_boundary,
     }
+    explicit = backend == "native"
     if backend == "auto":
         backend = choose_backend(k.size(2), window, q.device)
+        backend = "native" if backend == "blocked" else backend
     if backend == "reference":
         return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
     if backend == "flex":
         _check_flex(q.device, dropout_p)
     same_length = q.size(2) == k.size(2)
+    if backend == "native" and same_length:
+        if _native_can(q, explicit, dropout_p=dropout_p, **options):
+            return native_local_attention(q, k, v, window=window, causal=causal)
+        backend = "blocked"
     if backend == "blocked" and same_length:
         return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)
     if backend == "flex" and same_length:
@@ -133,6 +145,38 @@ def local_attention(
 
         return flex_local_attention(q, k, v, **options)
     return dense_local_attention(q, k, v, dropout_p=dropout_p, **options)
+
+
+def _native_can(
+    q: Tensor,
+    explicit: bool,
+    *,
+    window: int,
+    head_window: int,
+    key_padding_mask: Tensor | None,
+    dropout_p: float,
+    **_: object,
+) -> bool:
+    """Whether the native kernel takes a call the blocked kernel would otherwise take: where
+    :func:`csan.kernels.native.supports` it and the library builds. ``backend="native"`` on a call
+    it supports, without the library, is a ``ValueError`` that says why."""
+    if not native.supports(
+        q,
+        head_window=head_window,
+        padded=key_padding_mask is not None,
+        dropout_p=dropout_p,
+        window=window,
+    ):
+        return False
+    if native.available():
+        return True
+    if explicit:
+        raise ValueError(
+            "backend='native': the native kernel could not be built or was turned off "
+            "(CSAN_NATIVE=0; it needs a C++ compiler on the PATH, see csan.kernels.native). "
+            "Use backend='auto' or 'blocked'."
+        )
+    return False
 
 
 def _check_flex(device: torch.device, dropout_p: float) -> None:

@@ -9,7 +9,9 @@ Backends: ``sdpa`` is the reference every ratio divides by: one
 timed region; for head window ``N > 1`` it is the dense 2D-CSAN formulation (``csan.kernels.dense``): the
 keys and values of each head's ``N`` neighbouring heads (wrapped) gathered into one key axis of ``N*T``
 (the gather is timed: it is part of the maths) under one (T, N*T) mask. ``dense`` is csan's dense kernel,
-``blocked`` the O(T*M) kernel, ``flex`` flex attention (CUDA), ``auto`` what ``local_attention`` picks.
+``blocked`` the O(T*M) kernel in PyTorch operations, ``native`` the O(T*M) kernel in native code
+(:mod:`csan.kernels.native`: CPU, N = 1; the blocked kernel for N > 1), ``flex`` flex attention (CUDA),
+``auto`` what ``local_attention`` picks.
 ``benchmarks/plain_attention.py`` times ``auto`` against the same ``sdpa`` the way a user's script does.
 
 What is measured, per (case, time, head window, backend):
@@ -55,6 +57,7 @@ from csan.bench.attention_table import format_row, markdown_table
 from csan.bench.timing import interleaved_ms, peak_bytes
 from csan.functional import local_attention
 from csan.host import HostMeter, report_steal
+from csan.kernels import native
 from csan.kernels.blocked import blocked_local_attention
 from csan.kernels.dense import dense_local_attention
 from csan.kernels.flex import flex_available, flex_local_attention
@@ -86,6 +89,11 @@ def _kernels(device: torch.device) -> dict[str, Kernel | None]:
         "dense": dense_local_attention,
         "blocked": blocked_local_attention,
         "flex": flex_local_attention if flex_available(device) else None,
+        "native": (
+            functools.partial(local_attention, backend="native")
+            if device.type == "cpu" and native.available()
+            else None
+        ),
     }
     kernels["auto"] = lambda q, k, v, **kw: local_attention(q, k, v, backend="auto", **kw)
     return kernels
@@ -219,7 +227,7 @@ def run_attention_bench(
     device: str | torch.device = "cpu",
     repeats: int = 7,
     warmup: int = 2,
-    backends: Sequence[str] = ("sdpa", "dense", "blocked", "flex", "auto"),
+    backends: Sequence[str] = ("sdpa", "dense", "blocked", "native", "flex", "auto"),
     sentence: bool = True,
     memory: bool = True,
     max_dense_bytes: int = MAX_DENSE_BYTES,
@@ -232,7 +240,8 @@ def run_attention_bench(
     ``forward_ms``, ``train_ms``, ``peak_mib``, ``workspace_mib`` (see the module docstring).
 
     Example:
-        >>> rows = run_attention_bench([64], head_windows=(1,), repeats=1, sentence=False, log=None)
+        >>> rows = run_attention_bench([64], head_windows=(1,), repeats=1, sentence=False, log=None,
+        ...                            backends=("sdpa", "dense", "blocked", "flex", "auto"))
         >>> sorted(r["backend"] for r in rows if r["status"] == "ok")
         ['auto', 'blocked', 'dense', 'sdpa']
     """
@@ -348,7 +357,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: PyTorch's)")
-    p.add_argument("--backends", nargs="+", default=["sdpa", "dense", "blocked", "flex", "auto"])
+    p.add_argument(
+        "--backends", nargs="+", default=["sdpa", "dense", "blocked", "native", "flex", "auto"]
+    )
     p.add_argument("--no-sentence", action="store_true", help="skip the batch 64 x 32 case")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--out", default="benchmarks/results", help="folder for the .json and .md files")

@@ -1,0 +1,207 @@
+// 1D-CSAN attention (one head window, no padding, no dropout) on the CPU, in O(time * window).
+//
+// Built by csan.kernels.native with the machine's own C++ compiler (no PyTorch headers: plain
+// pointers and element strides, called through ctypes, which releases the GIL, so csan's threads
+// run the units side by side). Notation as in SPEC.md: q, k, v are (batch, heads, time, d_h) with
+// any strides but a contiguous last dimension; query i reads keys j = i - left + r, slot
+// r in [0, M), M = left + right + 1, those inside [0, time).
+//
+// Forward, per query: M dot products, one softmax over the slots, the weighted sum of M value rows;
+// the weights P (rows, time, M) are kept for the backward. Backward in two passes, so that no two
+// units ever write the same row: (1) per query, dP = g . v, dS = P * (dP - sum(P * dP)) * scale,
+// dq = sum dS k; (2) per key, dk = sum over the queries that read it of dS q, dv = sum of P g. The
+// exponential is a polynomial the compiler vectorises over a block of queries' slots.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+using i64 = std::int64_t;
+
+constexpr int kQueryBlock = 16;  // queries whose logits are exponentiated in one vector pass
+constexpr int kMaxWindow = 1024;  // M above this: csan.kernels.native declines the call
+
+// exp(x) for x <= 0 (a logit minus its row's maximum): 2^n * 2^f, |f| <= 1/2, by Horner.
+inline float exp_nonpositive(float x) {
+  float t = x * 1.44269504088896341f;
+  t = t < -126.0f ? -126.0f : t;
+  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23)
+  const float f = (t - n) * 0.693147180559945309f;
+  float p = 1.0f / 5040.0f;
+  p = p * f + 1.0f / 720.0f;
+  p = p * f + 1.0f / 120.0f;
+  p = p * f + 1.0f / 24.0f;
+  p = p * f + 1.0f / 6.0f;
+  p = p * f + 0.5f;
+  p = p * f + 1.0f;
+  p = p * f + 1.0f;
+  std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+inline double exp_nonpositive(double x) { return std::exp(x); }
+
+template <typename T>
+inline T dot(const T* __restrict a, const T* __restrict b, i64 d) {
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (i64 e = 0; e < d; ++e) acc += a[e] * b[e];
+  return acc;
+}
+
+template <typename T>
+inline void axpy(T* __restrict y, T alpha, const T* __restrict x, i64 d) {
+#pragma omp simd
+  for (i64 e = 0; e < d; ++e) y[e] += alpha * x[e];
+}
+
+struct Strides {
+  i64 batch, head, time;
+  i64 at(i64 row, i64 heads, i64 t) const { return (row / heads) * batch + (row % heads) * head + t * time; }
+};
+
+struct Shape {
+  i64 heads, time, d, left, right;
+  i64 window() const { return left + right + 1; }
+  // the slots [lo, hi) of query i whose keys lie inside the sequence
+  i64 lo(i64 i) const { return i < left ? left - i : 0; }
+  i64 hi(i64 i) const { return i + right >= time ? time - i + left : window(); }
+};
+
+template <typename T>
+void forward(const T* q, const T* k, const T* v, T* out, T* weights, const Shape& s,
+             const Strides& qs, const Strides& ks, const Strides& vs, T scale, i64 r0, i64 r1,
+             i64 t0, i64 t1) {
+  const i64 m = s.window(), d = s.d;
+  T buf[kQueryBlock * kMaxWindow];
+  for (i64 row = r0; row < r1; ++row) {
+    const T* qr = q + qs.at(row, s.heads, 0);
+    const T* kr = k + ks.at(row, s.heads, 0);
+    const T* vr = v + vs.at(row, s.heads, 0);
+    T* orow = out + row * s.time * d;
+    T* prow = weights + row * s.time * m;
+    for (i64 i0 = t0; i0 < t1; i0 += kQueryBlock) {
+      const i64 n = i0 + kQueryBlock < t1 ? kQueryBlock : t1 - i0;
+      for (i64 a = 0; a < n; ++a) {  // logits, minus the row's maximum
+        const i64 i = i0 + a, lo = s.lo(i), hi = s.hi(i);
+        T* x = buf + a * m;
+        T top = -INFINITY;
+        for (i64 r = lo; r < hi; ++r) {
+          x[r] = scale * dot(qr + i * qs.time, kr + (i - s.left + r) * ks.time, d);
+          top = x[r] > top ? x[r] : top;
+        }
+        for (i64 r = 0; r < m; ++r) x[r] = (r >= lo && r < hi) ? x[r] - top : T(-200);
+      }
+#pragma omp simd
+      for (i64 e = 0; e < n * m; ++e) buf[e] = exp_nonpositive(buf[e]);
+      for (i64 a = 0; a < n; ++a) {  // normalise, keep, sum the values
+        const i64 i = i0 + a, lo = s.lo(i), hi = s.hi(i);
+        T* x = buf + a * m;
+        T total = 0;
+        for (i64 r = lo; r < hi; ++r) total += x[r];
+        const T inv = T(1) / total;  // >= 1: every query reads its own key
+        T* p = prow + i * m;
+        T* o = orow + i * d;
+        for (i64 r = 0; r < m; ++r) p[r] = (r >= lo && r < hi) ? x[r] * inv : T(0);
+        std::memset(o, 0, sizeof(T) * d);
+        for (i64 r = lo; r < hi; ++r) axpy(o, p[r], vr + (i - s.left + r) * vs.time, d);
+      }
+    }
+  }
+}
+
+template <typename T>
+void backward_queries(const T* k, const T* v, const T* g, const T* weights, T* dlogits, T* dq,
+                      const Shape& s, const Strides& ks, const Strides& vs, const Strides& gs,
+                      T scale, i64 r0, i64 r1, i64 t0, i64 t1) {
+  const i64 m = s.window(), d = s.d;
+  for (i64 row = r0; row < r1; ++row) {
+    const T* kr = k + ks.at(row, s.heads, 0);
+    const T* vr = v + vs.at(row, s.heads, 0);
+    const T* gr = g + gs.at(row, s.heads, 0);
+    for (i64 i = t0; i < t1; ++i) {
+      const i64 lo = s.lo(i), hi = s.hi(i);
+      const T* p = weights + (row * s.time + i) * m;
+      T* ds = dlogits + (row * s.time + i) * m;
+      const T* gi = gr + i * gs.time;
+      T delta = 0;
+      for (i64 r = 0; r < m; ++r) ds[r] = 0;
+      for (i64 r = lo; r < hi; ++r) {
+        ds[r] = dot(gi, vr + (i - s.left + r) * vs.time, d);
+        delta += p[r] * ds[r];
+      }
+      T* dqi = dq + (row * s.time + i) * d;
+      std::memset(dqi, 0, sizeof(T) * d);
+      for (i64 r = lo; r < hi; ++r) {
+        ds[r] = p[r] * (ds[r] - delta) * scale;
+        axpy(dqi, ds[r], kr + (i - s.left + r) * ks.time, d);
+      }
+    }
+  }
+}
+
+template <typename T>
+void backward_keys(const T* q, const T* g, const T* weights, const T* dlogits, T* dk, T* dv,
+                   const Shape& s, const Strides& qs, const Strides& gs, i64 r0, i64 r1, i64 t0,
+                   i64 t1) {
+  const i64 m = s.window(), d = s.d;
+  for (i64 row = r0; row < r1; ++row) {
+    const T* qr = q + qs.at(row, s.heads, 0);
+    const T* gr = g + gs.at(row, s.heads, 0);
+    const T* prow = weights + row * s.time * m;
+    const T* dsrow = dlogits + row * s.time * m;
+    for (i64 j = t0; j < t1; ++j) {
+      T* dkj = dk + (row * s.time + j) * d;
+      T* dvj = dv + (row * s.time + j) * d;
+      std::memset(dkj, 0, sizeof(T) * d);
+      std::memset(dvj, 0, sizeof(T) * d);
+      for (i64 r = 0; r < m; ++r) {  // key j is slot r of query i = j + left - r
+        const i64 i = j + s.left - r;
+        if (i < 0 || i >= s.time) continue;
+        axpy(dkj, dsrow[i * m + r], qr + i * qs.time, d);
+        axpy(dvj, prow[i * m + r], gr + i * gs.time, d);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// The entry points: arrays as addresses, shapes and element strides as int64, rows [r0, r1) of the
+// batch * heads rows and positions [t0, t1). out, weights, dlogits, dq, dk, dv are contiguous.
+#define CSAN_ENTRY_POINTS(T, suffix)                                                              \
+  extern "C" void csan_forward_##suffix(const T* q, const T* k, const T* v, T* out, T* weights,   \
+                                       const i64* shape, const i64* strides, double scale,       \
+                                       const i64* unit) {                                        \
+    const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4]};                              \
+    forward(q, k, v, out, weights, s, Strides{strides[0], strides[1], strides[2]},               \
+            Strides{strides[3], strides[4], strides[5]}, Strides{strides[6], strides[7], strides[8]}, \
+            T(scale), unit[0], unit[1], unit[2], unit[3]);                                       \
+  }                                                                                               \
+  extern "C" void csan_backward_queries_##suffix(const T* k, const T* v, const T* g,             \
+                                                const T* weights, T* dlogits, T* dq,             \
+                                                const i64* shape, const i64* strides,            \
+                                                double scale, const i64* unit) {                 \
+    const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4]};                              \
+    backward_queries(k, v, g, weights, dlogits, dq, s, Strides{strides[3], strides[4], strides[5]}, \
+                     Strides{strides[6], strides[7], strides[8]},                                \
+                     Strides{strides[9], strides[10], strides[11]}, T(scale), unit[0], unit[1],  \
+                     unit[2], unit[3]);                                                          \
+  }                                                                                               \
+  extern "C" void csan_backward_keys_##suffix(const T* q, const T* g, const T* weights,          \
+                                             const T* dlogits, T* dk, T* dv, const i64* shape,   \
+                                             const i64* strides, const i64* unit) {              \
+    const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4]};                              \
+    backward_keys(q, g, weights, dlogits, dk, dv, s, Strides{strides[0], strides[1], strides[2]}, \
+                  Strides{strides[9], strides[10], strides[11]}, unit[0], unit[1], unit[2],      \
+                  unit[3]);                                                                      \
+  }
+
+CSAN_ENTRY_POINTS(float, f32)
+CSAN_ENTRY_POINTS(double, f64)
+
+extern "C" int csan_max_window() { return kMaxWindow; }

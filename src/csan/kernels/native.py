@@ -1,0 +1,286 @@
+"""1D-CSAN attention in native code on the CPU: :file:`native.cpp`, built on first use.
+
+The blocked kernel (:mod:`csan.kernels.blocked`) runs a few hundred PyTorch operations a call; at
+4,096 positions on a 2-core CPU they wait on memory more than they compute. For the case users hit
+most (CPU, float32 or float64, one head window, no padding, no dropout) this module runs the whole
+band in one loop over the queries instead: per query its M logits, a softmax, the sum of M value
+rows, with the weights (``batch * heads * time * M`` numbers, O(T*M) like the rest) kept for the
+backward, which makes two passes (queries, then keys) so no two threads write the same row.
+
+Building. The source is compiled once per machine with the C++ compiler on the ``PATH`` (``$CXX``,
+else ``c++``, ``g++`` or ``clang++``), ``-O3 -march=native``, into
+``$CSAN_CACHE/native/`` (default ``~/.cache/csan/native``), named by a hash of the source, the
+compiler, the flags and the CPU (so a home folder shared by different machines gets one build per
+kind), written to a temporary name and renamed, so an interrupted build leaves nothing half
+written. No PyTorch headers are involved: the library takes addresses and element strides through
+:mod:`ctypes`, which releases the GIL during the call, so the units of a call run on
+``torch.get_num_threads()`` threads of a pool of this module's. Where no compiler works, or with
+``CSAN_NATIVE=0``, :func:`available` is False (one warning says why, when a build was tried and
+failed) and csan keeps the PyTorch kernel.
+
+Example:
+    >>> q = torch.randn(1, 2, 50, 8)
+    >>> out = native_local_attention(q, q, q, window=5) if available() else None
+    >>> out is None or out.shape == q.shape
+    True
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+__all__ = ["available", "library_path", "native_local_attention", "supports"]
+
+SOURCE = Path(__file__).with_name("native.cpp")
+_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared", "-std=c++17")
+_PORTABLE_FLAGS = ("-O3", "-fopenmp-simd", "-fPIC", "-shared", "-std=c++17")
+_MAX_WINDOW = 1024  # native.cpp's kMaxWindow
+_DTYPES = {torch.float32: "f32", torch.float64: "f64"}
+_lock = threading.Lock()
+
+
+def supports(q: Tensor, *, head_window: int, padded: bool, dropout_p: float, window: int) -> bool:
+    """Whether a call with these arguments can run natively (the library aside): CPU, float32 or
+    float64, one head window, no padding, no dropout, ``window <= 1024``.
+
+    Example:
+        >>> supports(torch.zeros(1, 1, 4, 8), head_window=1, padded=False, dropout_p=0.0, window=3)
+        True
+        >>> supports(torch.zeros(1, 1, 4, 8), head_window=3, padded=False, dropout_p=0.0, window=3)
+        False
+    """
+    return (
+        q.device.type == "cpu"
+        and q.dtype in _DTYPES
+        and head_window == 1
+        and not padded
+        and dropout_p == 0
+        and window <= _MAX_WINDOW
+    )
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _cpu_identity() -> str:
+    """What ``-march=native`` depends on: the CPU's model and flags (Linux), else the platform."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() + platform.machine()
+    wanted = ("model name", "flags", "Features", "CPU part")
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if ":" in line}
+    return "\n".join(lines.get(key, "") for key in wanted)
+
+
+def library_path(compiler: str, flags: tuple[str, ...]) -> Path:
+    """Where the build for this source, compiler, flags and CPU lives (it may not exist yet).
+
+    Example:
+        >>> library_path("/usr/bin/c++", ("-O3",)).name.startswith("csan_native_")
+        True
+    """
+    from csan.training.data import cache_root
+
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), compiler.encode(), " ".join(flags).encode()):
+        key.update(part)
+    key.update(_cpu_identity().encode())
+    return cache_root() / "native" / f"csan_native_{key.hexdigest()[:16]}.so"
+
+
+def _build(compiler: str, flags: tuple[str, ...]) -> Path:
+    """Compile :data:`SOURCE` into :func:`library_path` (atomically); return the path."""
+    target = library_path(compiler, flags)
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        subprocess.run(
+            [compiler, *flags, str(SOURCE), "-o", tmp],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    if os.environ.get("CSAN_NATIVE", "1") == "0":
+        return None
+    compiler = _compiler()
+    if compiler is None:
+        return None  # no compiler at all: the PyTorch kernel, silently
+    errors = []
+    for flags in (_FLAGS, _PORTABLE_FLAGS):
+        try:
+            lib = ctypes.CDLL(str(_build(compiler, flags)))
+        except (OSError, subprocess.SubprocessError) as exc:
+            detail = getattr(exc, "stderr", None) or exc
+            errors.append(f"{' '.join(flags)}: {str(detail).strip()[:300]}")
+            continue
+        _declare(lib)
+        return lib
+    warnings.warn(
+        f"csan: could not build its native attention kernel with {compiler} "
+        f"({'; '.join(errors)}); using the PyTorch kernel (set CSAN_NATIVE=0 to skip the build)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return None
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    ptr, i64p, dbl = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_double
+    for suffix in _DTYPES.values():
+        getattr(lib, f"csan_forward_{suffix}").argtypes = [ptr] * 5 + [i64p, i64p, dbl, i64p]
+        getattr(lib, f"csan_backward_queries_{suffix}").argtypes = [ptr] * 6 + [
+            i64p,
+            i64p,
+            dbl,
+            i64p,
+        ]
+        getattr(lib, f"csan_backward_keys_{suffix}").argtypes = [ptr] * 6 + [i64p, i64p, i64p]
+        for name in ("forward", "backward_queries", "backward_keys"):
+            getattr(lib, f"csan_{name}_{suffix}").restype = None
+
+
+def available() -> bool:
+    """Whether the native library is built and loaded (building it on the first call).
+
+    Example:
+        >>> isinstance(available(), bool)
+        True
+    """
+    with _lock:
+        return _library() is not None
+
+
+@functools.cache
+def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="csan-native")
+
+
+def _units(rows: int, time: int) -> list[tuple[int, int, int, int]]:
+    """(first row, end row, first position, end position) of each unit of work: rows split over
+    ``torch.get_num_threads()`` threads, or each row's positions where there are fewer rows."""
+    threads = max(1, torch.get_num_threads())
+    if rows >= threads:
+        bounds = [rows * u // threads for u in range(threads + 1)]
+        return [(bounds[u], bounds[u + 1], 0, time) for u in range(threads)]
+    per = -(-threads // rows)
+    cuts = [time * u // per for u in range(per + 1)]
+    return [(r, r + 1, cuts[u], cuts[u + 1]) for r in range(rows) for u in range(per)]
+
+
+def _run(function, args: list, units: list[tuple[int, int, int, int]]) -> None:
+    """Call ``function(*args, unit)`` for every unit, on the pool when there is more than one."""
+    arrays = [
+        (ctypes.c_int64 * 4)(*unit) for unit in units if unit[2] < unit[3] and unit[0] < unit[1]
+    ]
+    if len(arrays) == 1:
+        function(*args, arrays[0])
+        return
+    pool = _pool(max(1, torch.get_num_threads()))
+    for future in [pool.submit(function, *args, unit) for unit in arrays]:
+        future.result()
+
+
+def _strides(*tensors: Tensor) -> ctypes.Array:
+    values = [s for t in tensors for s in t.stride()[:3]]
+    return (ctypes.c_int64 * len(values))(*values)
+
+
+class _NativeAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, left, right):  # type: ignore[override]
+        lib = _library()
+        batch, heads, time, d = q.shape
+        window = left + right + 1
+        out = q.new_empty(q.shape)
+        weights = q.new_empty(batch, heads, time, window)
+        shape = (ctypes.c_int64 * 5)(heads, time, d, left, right)
+        suffix = _DTYPES[q.dtype]
+        args = [q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), weights.data_ptr()]
+        args += [shape, _strides(q, k, v), d**-0.5]
+        _run(getattr(lib, f"csan_forward_{suffix}"), args, _units(batch * heads, time))
+        ctx.save_for_backward(q, k, v, weights)
+        ctx.window = (left, right)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):  # type: ignore[override]
+        lib = _library()
+        q, k, v, weights = ctx.saved_tensors
+        left, right = ctx.window
+        batch, heads, time, d = q.shape
+        if grad_out.stride(-1) != 1:  # one dense row where it is constant in time (out.sum())
+            row = grad_out.stride(2) == 0
+            grad_out = (
+                grad_out[:, :, :1].contiguous().expand_as(grad_out)
+                if row
+                else grad_out.contiguous()
+            )
+        dlogits = torch.empty_like(weights)
+        dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype) for _ in range(3))
+        shape = (ctypes.c_int64 * 5)(heads, time, d, left, right)
+        strides = _strides(q, k, v, grad_out)
+        suffix = _DTYPES[q.dtype]
+        units = _units(batch * heads, time)
+        args = [k.data_ptr(), v.data_ptr(), grad_out.data_ptr(), weights.data_ptr()]
+        args += [dlogits.data_ptr(), dq.data_ptr(), shape, strides, d**-0.5]
+        _run(getattr(lib, f"csan_backward_queries_{suffix}"), args, units)
+        args = [q.data_ptr(), grad_out.data_ptr(), weights.data_ptr(), dlogits.data_ptr()]
+        args += [dk.data_ptr(), dv.data_ptr(), shape, strides]
+        _run(getattr(lib, f"csan_backward_keys_{suffix}"), args, units)
+        return dq, dk, dv, None, None
+
+
+def native_local_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, window: int, causal: bool = False
+) -> Tensor:
+    """1D-CSAN attention (one head window, no padding, no dropout) by the native library; the
+    arguments as :func:`csan.functional.local_attention`'s, already checked, and
+    :func:`supports` and :func:`available` true.
+
+    Example:
+        >>> from csan.kernels.reference import reference_local_attention
+        >>> q = torch.randn(2, 3, 40, 8)
+        >>> if available():
+        ...     ref = reference_local_attention(q, q, q, window=7)
+        ...     print(torch.allclose(native_local_attention(q, q, q, window=7), ref, atol=1e-5))
+        ... else:
+        ...     print(True)
+        True
+    """
+    left, right = (window - 1, 0) if causal else (window // 2, window // 2)
+    left, right = min(left, q.size(2) - 1), min(right, q.size(2) - 1)
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    return _NativeAttention.apply(q, k, v, left, right)
