@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 BACKENDS = ("auto", "dense", "reference", "blocked", "native", "flex")
-# "auto" uses the blocked O(T*M) kernel from this many positions on (CPU only).
+# "auto" uses an O(T*M) kernel from this many positions on (CPU only): the native one where it can
+# do the call (csan.kernels.native), the blocked one elsewhere.
 BLOCKED_MIN_TIME = 128  # measured crossover on a 2-core CPU (benchmarks/results): ~96-128 at M=11
 BLOCKED_MIN_WINDOWS = 8  # ... and about 8 windows long (M=31 crosses at ~192-256)
 
@@ -136,7 +137,15 @@ def local_attention(
     same_length = q.size(2) == k.size(2)
     if backend == "native" and same_length:
         if _native_can(q, explicit, dropout_p=dropout_p, **options):
-            return native_local_attention(q, k, v, window=window, causal=causal)
+            return native_local_attention(
+                q,
+                k,
+                v,
+                window=window,
+                head_window=head_window,
+                causal=causal,
+                head_boundary=head_boundary,
+            )
         backend = "blocked"
     if backend == "blocked" and same_length:
         return blocked_local_attention(q, k, v, dropout_p=dropout_p, **options)

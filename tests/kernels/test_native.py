@@ -37,14 +37,24 @@ def test_the_library_builds_here():
     assert native.available()
 
 
+HEAD_OPTIONS = [(1, "wrap"), (3, "wrap"), (3, "clip"), (5, "wrap"), (5, "clip")]  # 5 = all heads
+
+
 @needs_library
 @pytest.mark.parametrize(
-    "time, window, causal", list(itertools.product(LENGTHS, WINDOWS, [False, True]))
+    "time, window, causal, heads",
+    [
+        (t, m, c, h)
+        for t, m, c in itertools.product(LENGTHS, WINDOWS, [False, True])
+        for h in (HEAD_OPTIONS if not c else HEAD_OPTIONS[:3])
+    ],
 )
-def test_outputs_and_gradients_match_the_definition(time, window, causal):
-    q, k, v = _inputs(2, 3, time, 8, torch.float64)
-    out = native.native_local_attention(q, k, v, window=window, causal=causal)
-    expected = definition_attention(q, k, v, window=window, causal=causal)
+def test_outputs_and_gradients_match_the_definition(time, window, causal, heads):
+    head_window, boundary = heads
+    options = {"window": window, "head_window": head_window, "head_boundary": boundary}
+    q, k, v = _inputs(2, 5, time, 4, torch.float64)
+    out = native.native_local_attention(q, k, v, causal=causal, **options)
+    expected = definition_attention(q, k, v, causal=causal, **options)
     torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
     grad = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), grad)
@@ -69,11 +79,17 @@ def test_float32_matches_at_every_head_size(d_h):
 
 @needs_library
 def test_gradcheck():
-    q, k, v = _inputs(1, 2, 12, 3, torch.float64)
-    for causal in (False, True):
+    q, k, v = _inputs(1, 4, 12, 3, torch.float64)
+    for causal, head_window, boundary in [
+        (False, 1, "wrap"),
+        (True, 1, "wrap"),
+        (False, 3, "clip"),
+    ]:
 
-        def attend(a, b, c, causal=causal):
-            return native.native_local_attention(a, b, c, window=5, causal=causal)
+        def attend(a, b, c, causal=causal, n=head_window, edge=boundary):
+            return native.native_local_attention(
+                a, b, c, window=5, causal=causal, head_window=n, head_boundary=edge
+            )
 
         assert torch.autograd.gradcheck(attend, (q, k, v))
 
@@ -131,10 +147,11 @@ def test_supports():
     ok = {"head_window": 1, "padded": False, "dropout_p": 0.0, "window": 11}
     assert native.supports(q, **ok)
     assert not native.supports(q.bfloat16(), **ok)
-    assert not native.supports(q, **{**ok, "head_window": 3})
+    assert native.supports(q, **{**ok, "head_window": 3})
     assert not native.supports(q, **{**ok, "padded": True})
     assert not native.supports(q, **{**ok, "dropout_p": 0.1})
-    assert not native.supports(q, **{**ok, "window": 2049})
+    assert not native.supports(q, **{**ok, "window": 1025})
+    assert not native.supports(q, **{**ok, "window": 343, "head_window": 3})
 
 
 @needs_library
@@ -148,20 +165,21 @@ def test_auto_takes_the_native_kernel_where_it_can(monkeypatch):
     monkeypatch.setattr(functional, "native_local_attention", spy)
     q, k, v = _inputs(1, 3, 256, 8, torch.float32)
     out = local_attention(q, k, v, window=11)
-    assert calls == [{"window": 11, "causal": False}]
+    assert calls == [{"window": 11, "head_window": 1, "causal": False, "head_boundary": "wrap"}]
     blocked = local_attention(q, k, v, window=11, backend="blocked")  # the PyTorch kernel
     assert len(calls) == 1
     torch.testing.assert_close(out, blocked, atol=1e-6, rtol=1e-5)
-    # calls it cannot do go to the blocked kernel: 2D-CSAN, padding, dropout, bf16; short ones dense
+    local_attention(q, k, v, window=11, head_window=3, head_boundary="clip")  # 2D-CSAN too
+    assert calls[-1] == {"window": 11, "head_window": 3, "causal": False, "head_boundary": "clip"}
+    # calls it cannot do go to the blocked kernel: padding, dropout, bf16; short ones dense
     mask = torch.zeros(1, 256, dtype=torch.bool)
-    local_attention(q, k, v, window=11, head_window=3)
     local_attention(q, k, v, window=11, key_padding_mask=mask)
     local_attention(q, k, v, window=11, dropout_p=0.1)
     local_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), window=11)
     local_attention(q[:, :, :32], k[:, :, :32], v[:, :, :32], window=11)
-    assert len(calls) == 1
-    local_attention(q[:, :, :32], k[:, :, :32], v[:, :, :32], window=11, backend="native")
     assert len(calls) == 2
+    local_attention(q[:, :, :32], k[:, :, :32], v[:, :, :32], window=11, backend="native")
+    assert len(calls) == 3
 
 
 def test_explicit_native_without_the_library_says_why(monkeypatch):
@@ -173,7 +191,7 @@ def test_explicit_native_without_the_library_says_why(monkeypatch):
     torch.testing.assert_close(
         local_attention(q, q, q, window=11), local_attention(q, q, q, window=11, backend="blocked")
     )
-    local_attention(q, q, q, window=11, head_window=3, backend="native")
+    local_attention(q, q, q, window=11, dropout_p=0.1, backend="native")
 
 
 def test_turned_off_by_the_environment(monkeypatch):

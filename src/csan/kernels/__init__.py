@@ -6,6 +6,9 @@
   sentence-length inputs).
 - :mod:`csan.kernels.blocked`: O(T*M) time and memory (query blocks against their key halo, a
   recomputing backward); :func:`csan.functional.local_attention` picks it for long sequences.
+- :mod:`csan.kernels.native`: the same O(T*M) maths as one native loop per query (CPU; float32/64,
+  one head window, no padding or dropout), built on first use with the machine's C++ compiler;
+  ``auto`` takes it for the long calls it can do.
 - :mod:`csan.kernels.checks`: the argument checks every entry point shares.
 - :mod:`csan.kernels.masks`: the per-shape band masks and head indices, cached (read only).
 - :mod:`csan.kernels.cache`: a bounded key/value cache (the last M-1 positions) for causal windows.

@@ -1,10 +1,10 @@
-// 1D-CSAN attention (one head window, no padding, no dropout) on the CPU, in O(time * window).
+// 1D- and 2D-CSAN attention (no padding, no dropout) on the CPU, in O(time * window * head window).
 //
 // Built by csan.kernels.native with the machine's own C++ compiler (no PyTorch headers: plain
 // pointers and element strides, called through ctypes, which releases the GIL, so csan's threads
 // run the units side by side). Notation as in SPEC.md: q, k, v are (batch, heads, time, d_h) with
-// any strides but a contiguous last dimension; query i reads keys j = i - left + r, slot
-// r in [0, M), M = left + right + 1, those inside [0, time).
+// any strides but a contiguous last dimension; query i of head h reads keys j = i - left + r,
+// r in [0, M), M = left + right + 1, those inside [0, time), of the N heads it reads (Shape).
 //
 // Forward, per query: M dot products, one softmax over the slots, the weighted sum of M value rows;
 // the weights P (rows, time, M) are kept for the backward. Backward in two passes, so that no two
@@ -21,7 +21,7 @@ namespace {
 using i64 = std::int64_t;
 
 constexpr int kQueryBlock = 16;  // queries whose logits are exponentiated in one vector pass
-constexpr int kMaxWindow = 1024;  // M above this: csan.kernels.native declines the call
+constexpr int kMaxWindow = 1024;  // slots * M above this: csan.kernels.native declines the call
 
 // exp(x) for x <= 0 (a logit minus its row's maximum): 2^n * 2^f, |f| <= 1/2, by Horner.
 inline float exp_nonpositive(float x) {
@@ -61,13 +61,19 @@ inline void axpy(T* __restrict y, T alpha, const T* __restrict x, i64 d) {
 
 struct Strides {
   i64 batch, head, time;
-  i64 at(i64 row, i64 heads, i64 t) const { return (row / heads) * batch + (row % heads) * head + t * time; }
+  i64 at(i64 b, i64 h, i64 t) const { return b * batch + h * head + t * time; }
 };
 
+// Query (b, h, i) reads slot (s, r): key (b, sources[h][s], i - left + r) where sources[h][s] >= 0
+// (-1: a head past the edge, "clip") and the position lies inside the sequence; one softmax over all
+// slots * window of them. readers[h'] lists the (h, s) pairs whose slot s is head h', -1 padded.
 struct Shape {
-  i64 heads, time, d, left, right;
+  i64 heads, time, d, left, right, slots;
+  const i64* sources;  // (heads, slots)
+  const i64* readers;  // (heads, slots, 2)
   i64 window() const { return left + right + 1; }
-  // the slots [lo, hi) of query i whose keys lie inside the sequence
+  i64 width() const { return slots * window(); }
+  // the positions [lo, hi) of query i's window that lie inside the sequence
   i64 lo(i64 i) const { return i < left ? left - i : 0; }
   i64 hi(i64 i) const { return i + right >= time ? time - i + left : window(); }
 };
@@ -76,39 +82,55 @@ template <typename T>
 void forward(const T* q, const T* k, const T* v, T* out, T* weights, const Shape& s,
              const Strides& qs, const Strides& ks, const Strides& vs, T scale, i64 r0, i64 r1,
              i64 t0, i64 t1) {
-  const i64 m = s.window(), d = s.d;
+  const i64 m = s.window(), w = s.width(), d = s.d;
   T buf[kQueryBlock * kMaxWindow];
   for (i64 row = r0; row < r1; ++row) {
-    const T* qr = q + qs.at(row, s.heads, 0);
-    const T* kr = k + ks.at(row, s.heads, 0);
-    const T* vr = v + vs.at(row, s.heads, 0);
+    const i64 b = row / s.heads, h = row % s.heads;
+    const i64* src = s.sources + h * s.slots;
+    const T* qr = q + qs.at(b, h, 0);
     T* orow = out + row * s.time * d;
-    T* prow = weights + row * s.time * m;
+    T* prow = weights + row * s.time * w;
     for (i64 i0 = t0; i0 < t1; i0 += kQueryBlock) {
       const i64 n = i0 + kQueryBlock < t1 ? kQueryBlock : t1 - i0;
-      for (i64 a = 0; a < n; ++a) {  // logits, minus the row's maximum
+      for (i64 a = 0; a < n; ++a) {  // logits, minus the row's maximum; -200 where blocked
         const i64 i = i0 + a, lo = s.lo(i), hi = s.hi(i);
-        T* x = buf + a * m;
+        T* x = buf + a * w;
         T top = -INFINITY;
-        for (i64 r = lo; r < hi; ++r) {
-          x[r] = scale * dot(qr + i * qs.time, kr + (i - s.left + r) * ks.time, d);
-          top = x[r] > top ? x[r] : top;
+        for (i64 e = 0; e < w; ++e) x[e] = T(-INFINITY);
+        for (i64 slot = 0; slot < s.slots; ++slot) {
+          if (src[slot] < 0) continue;
+          const T* kr = k + ks.at(b, src[slot], 0);
+          for (i64 r = lo; r < hi; ++r) {
+            const T logit = scale * dot(qr + i * qs.time, kr + (i - s.left + r) * ks.time, d);
+            x[slot * m + r] = logit;
+            top = logit > top ? logit : top;
+          }
         }
-        for (i64 r = 0; r < m; ++r) x[r] = (r >= lo && r < hi) ? x[r] - top : T(-200);
+        for (i64 e = 0; e < w; ++e) x[e] = x[e] == T(-INFINITY) ? T(-200) : x[e] - top;
       }
 #pragma omp simd
-      for (i64 e = 0; e < n * m; ++e) buf[e] = exp_nonpositive(buf[e]);
+      for (i64 e = 0; e < n * w; ++e) buf[e] = exp_nonpositive(buf[e]);
       for (i64 a = 0; a < n; ++a) {  // normalise, keep, sum the values
         const i64 i = i0 + a, lo = s.lo(i), hi = s.hi(i);
-        T* x = buf + a * m;
-        T total = 0;
-        for (i64 r = lo; r < hi; ++r) total += x[r];
-        const T inv = T(1) / total;  // >= 1: every query reads its own key
-        T* p = prow + i * m;
+        const T* x = buf + a * w;
+        T* p = prow + i * w;
         T* o = orow + i * d;
-        for (i64 r = 0; r < m; ++r) p[r] = (r >= lo && r < hi) ? x[r] * inv : T(0);
+        T total = 0;
+        for (i64 e = 0; e < w; ++e) p[e] = 0;
+        for (i64 slot = 0; slot < s.slots; ++slot) {
+          if (src[slot] < 0) continue;
+          for (i64 r = lo; r < hi; ++r) total += x[slot * m + r];
+        }
+        const T inv = T(1) / total;  // >= 1: every query reads its own key
         std::memset(o, 0, sizeof(T) * d);
-        for (i64 r = lo; r < hi; ++r) axpy(o, p[r], vr + (i - s.left + r) * vs.time, d);
+        for (i64 slot = 0; slot < s.slots; ++slot) {
+          if (src[slot] < 0) continue;
+          const T* vr = v + vs.at(b, src[slot], 0);
+          for (i64 r = lo; r < hi; ++r) {
+            p[slot * m + r] = x[slot * m + r] * inv;
+            axpy(o, p[slot * m + r], vr + (i - s.left + r) * vs.time, d);
+          }
+        }
       }
     }
   }
@@ -118,27 +140,36 @@ template <typename T>
 void backward_queries(const T* k, const T* v, const T* g, const T* weights, T* dlogits, T* dq,
                       const Shape& s, const Strides& ks, const Strides& vs, const Strides& gs,
                       T scale, i64 r0, i64 r1, i64 t0, i64 t1) {
-  const i64 m = s.window(), d = s.d;
+  const i64 m = s.window(), w = s.width(), d = s.d;
   for (i64 row = r0; row < r1; ++row) {
-    const T* kr = k + ks.at(row, s.heads, 0);
-    const T* vr = v + vs.at(row, s.heads, 0);
-    const T* gr = g + gs.at(row, s.heads, 0);
+    const i64 b = row / s.heads, h = row % s.heads;
+    const i64* src = s.sources + h * s.slots;
+    const T* gr = g + gs.at(b, h, 0);
     for (i64 i = t0; i < t1; ++i) {
       const i64 lo = s.lo(i), hi = s.hi(i);
-      const T* p = weights + (row * s.time + i) * m;
-      T* ds = dlogits + (row * s.time + i) * m;
+      const T* p = weights + (row * s.time + i) * w;
+      T* ds = dlogits + (row * s.time + i) * w;
       const T* gi = gr + i * gs.time;
       T delta = 0;
-      for (i64 r = 0; r < m; ++r) ds[r] = 0;
-      for (i64 r = lo; r < hi; ++r) {
-        ds[r] = dot(gi, vr + (i - s.left + r) * vs.time, d);
-        delta += p[r] * ds[r];
+      for (i64 e = 0; e < w; ++e) ds[e] = 0;
+      for (i64 slot = 0; slot < s.slots; ++slot) {
+        if (src[slot] < 0) continue;
+        const T* vr = v + vs.at(b, src[slot], 0);
+        for (i64 r = lo; r < hi; ++r) {
+          ds[slot * m + r] = dot(gi, vr + (i - s.left + r) * vs.time, d);
+          delta += p[slot * m + r] * ds[slot * m + r];
+        }
       }
       T* dqi = dq + (row * s.time + i) * d;
       std::memset(dqi, 0, sizeof(T) * d);
-      for (i64 r = lo; r < hi; ++r) {
-        ds[r] = p[r] * (ds[r] - delta) * scale;
-        axpy(dqi, ds[r], kr + (i - s.left + r) * ks.time, d);
+      for (i64 slot = 0; slot < s.slots; ++slot) {
+        if (src[slot] < 0) continue;
+        const T* kr = k + ks.at(b, src[slot], 0);
+        for (i64 r = lo; r < hi; ++r) {
+          const i64 e = slot * m + r;
+          ds[e] = p[e] * (ds[e] - delta) * scale;
+          axpy(dqi, ds[e], kr + (i - s.left + r) * ks.time, d);
+        }
       }
     }
   }
@@ -148,22 +179,29 @@ template <typename T>
 void backward_keys(const T* q, const T* g, const T* weights, const T* dlogits, T* dk, T* dv,
                    const Shape& s, const Strides& qs, const Strides& gs, i64 r0, i64 r1, i64 t0,
                    i64 t1) {
-  const i64 m = s.window(), d = s.d;
+  const i64 m = s.window(), w = s.width(), d = s.d;
   for (i64 row = r0; row < r1; ++row) {
-    const T* qr = q + qs.at(row, s.heads, 0);
-    const T* gr = g + gs.at(row, s.heads, 0);
-    const T* prow = weights + row * s.time * m;
-    const T* dsrow = dlogits + row * s.time * m;
+    const i64 b = row / s.heads, h = row % s.heads;  // the key head
+    const i64* readers = s.readers + h * s.slots * 2;
     for (i64 j = t0; j < t1; ++j) {
       T* dkj = dk + (row * s.time + j) * d;
       T* dvj = dv + (row * s.time + j) * d;
       std::memset(dkj, 0, sizeof(T) * d);
       std::memset(dvj, 0, sizeof(T) * d);
-      for (i64 r = 0; r < m; ++r) {  // key j is slot r of query i = j + left - r
-        const i64 i = j + s.left - r;
-        if (i < 0 || i >= s.time) continue;
-        axpy(dkj, dsrow[i * m + r], qr + i * qs.time, d);
-        axpy(dvj, prow[i * m + r], gr + i * gs.time, d);
+      for (i64 c = 0; c < s.slots; ++c) {
+        const i64 reader = readers[2 * c], slot = readers[2 * c + 1];
+        if (reader < 0) continue;
+        const i64 rrow = b * s.heads + reader;
+        const T* qr = q + qs.at(b, reader, 0);
+        const T* gr = g + gs.at(b, reader, 0);
+        const T* prow = weights + rrow * s.time * w + slot * m;
+        const T* dsrow = dlogits + rrow * s.time * w + slot * m;
+        for (i64 r = 0; r < m; ++r) {  // key j is position r of query i = j + left - r
+          const i64 i = j + s.left - r;
+          if (i < 0 || i >= s.time) continue;
+          axpy(dkj, dsrow[i * w + r], qr + i * qs.time, d);
+          axpy(dvj, prow[i * w + r], gr + i * gs.time, d);
+        }
       }
     }
   }
@@ -171,34 +209,33 @@ void backward_keys(const T* q, const T* g, const T* weights, const T* dlogits, T
 
 }  // namespace
 
-// The entry points: arrays as addresses, shapes and element strides as int64, rows [r0, r1) of the
-// batch * heads rows and positions [t0, t1). out, weights, dlogits, dq, dk, dv are contiguous.
-#define CSAN_ENTRY_POINTS(T, suffix)                                                              \
-  extern "C" void csan_forward_##suffix(const T* q, const T* k, const T* v, T* out, T* weights,   \
-                                       const i64* shape, const i64* strides, double scale,       \
-                                       const i64* unit) {                                        \
-    const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4]};                              \
-    forward(q, k, v, out, weights, s, Strides{strides[0], strides[1], strides[2]},               \
-            Strides{strides[3], strides[4], strides[5]}, Strides{strides[6], strides[7], strides[8]}, \
-            T(scale), unit[0], unit[1], unit[2], unit[3]);                                       \
-  }                                                                                               \
-  extern "C" void csan_backward_queries_##suffix(const T* k, const T* v, const T* g,             \
-                                                const T* weights, T* dlogits, T* dq,             \
-                                                const i64* shape, const i64* strides,            \
-                                                double scale, const i64* unit) {                 \
-    const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4]};                              \
-    backward_queries(k, v, g, weights, dlogits, dq, s, Strides{strides[3], strides[4], strides[5]}, \
-                     Strides{strides[6], strides[7], strides[8]},                                \
-                     Strides{strides[9], strides[10], strides[11]}, T(scale), unit[0], unit[1],  \
-                     unit[2], unit[3]);                                                          \
-  }                                                                                               \
-  extern "C" void csan_backward_keys_##suffix(const T* q, const T* g, const T* weights,          \
-                                             const T* dlogits, T* dk, T* dv, const i64* shape,   \
-                                             const i64* strides, const i64* unit) {              \
-    const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4]};                              \
-    backward_keys(q, g, weights, dlogits, dk, dv, s, Strides{strides[0], strides[1], strides[2]}, \
-                  Strides{strides[9], strides[10], strides[11]}, unit[0], unit[1], unit[2],      \
-                  unit[3]);                                                                      \
+// The entry points: arrays as addresses; shape = (heads, time, d_h, left, right, slots); element
+// strides (batch, head, time) of q, k, v and the output gradient; rows [r0, r1) of the batch * heads
+// rows and positions [t0, t1) as unit. out, weights, dlogits, dq, dk, dv are contiguous.
+#define CSAN_SHAPE \
+  const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], sources, readers}
+#define CSAN_ENTRY_POINTS(T, suffix)                                                             \
+  extern "C" void csan_forward_##suffix(const T* q, const T* k, const T* v, T* out, T* weights,  \
+                                       const i64* shape, const i64* sources, const i64* readers, \
+                                       const i64* st, double scale, const i64* unit) {           \
+    CSAN_SHAPE;                                                                                  \
+    forward(q, k, v, out, weights, s, Strides{st[0], st[1], st[2]}, Strides{st[3], st[4], st[5]}, \
+            Strides{st[6], st[7], st[8]}, T(scale), unit[0], unit[1], unit[2], unit[3]);         \
+  }                                                                                              \
+  extern "C" void csan_backward_queries_##suffix(                                                \
+      const T* k, const T* v, const T* g, const T* weights, T* dlogits, T* dq, const i64* shape,  \
+      const i64* sources, const i64* readers, const i64* st, double scale, const i64* unit) {    \
+    CSAN_SHAPE;                                                                                  \
+    backward_queries(k, v, g, weights, dlogits, dq, s, Strides{st[3], st[4], st[5]},             \
+                     Strides{st[6], st[7], st[8]}, Strides{st[9], st[10], st[11]}, T(scale),     \
+                     unit[0], unit[1], unit[2], unit[3]);                                        \
+  }                                                                                              \
+  extern "C" void csan_backward_keys_##suffix(                                                   \
+      const T* q, const T* g, const T* weights, const T* dlogits, T* dk, T* dv, const i64* shape, \
+      const i64* sources, const i64* readers, const i64* st, const i64* unit) {                  \
+    CSAN_SHAPE;                                                                                  \
+    backward_keys(q, g, weights, dlogits, dk, dv, s, Strides{st[0], st[1], st[2]},               \
+                  Strides{st[9], st[10], st[11]}, unit[0], unit[1], unit[2], unit[3]);           \
   }
 
 CSAN_ENTRY_POINTS(float, f32)

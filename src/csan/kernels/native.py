@@ -1,11 +1,14 @@
-"""1D-CSAN attention in native code on the CPU: :file:`native.cpp`, built on first use.
+"""1D- and 2D-CSAN attention in native code on the CPU: :file:`native.cpp`, built on first use.
 
 The blocked kernel (:mod:`csan.kernels.blocked`) runs a few hundred PyTorch operations a call; at
-4,096 positions on a 2-core CPU they wait on memory more than they compute. For the case users hit
-most (CPU, float32 or float64, one head window, no padding, no dropout) this module runs the whole
-band in one loop over the queries instead: per query its M logits, a softmax, the sum of M value
-rows, with the weights (``batch * heads * time * M`` numbers, O(T*M) like the rest) kept for the
-backward, which makes two passes (queries, then keys) so no two threads write the same row.
+4,096 positions on a 2-core CPU they wait on memory more than they compute. For calls without
+padding or dropout (CPU, float32 or float64, any window and head window) this module runs the whole
+band in one loop over the queries instead: per query the logits of its ``N * M`` slots (M positions
+of each of the N heads it reads, :func:`csan.kernels.masks.head_neighbours`), one softmax, the sum
+of those value rows, with the weights (``batch * heads * time * N * M`` numbers, O(T*M) like the
+rest) kept for the backward. That makes two passes, over queries (dP, dS, the query gradient) and
+then over keys (each key and value gradient row summed from the queries that read it), so no two
+threads ever write the same row.
 
 Building. The source is compiled once per machine with the C++ compiler on the ``PATH`` (``$CXX``,
 else ``c++``, ``g++`` or ``clang++``), ``-O3 -march=native``, into
@@ -43,33 +46,34 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["available", "library_path", "native_local_attention", "supports"]
+from csan.kernels import masks
+
+__all__ = ["available", "head_tables", "library_path", "native_local_attention", "supports"]
 
 SOURCE = Path(__file__).with_name("native.cpp")
 _FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared", "-std=c++17")
 _PORTABLE_FLAGS = ("-O3", "-fopenmp-simd", "-fPIC", "-shared", "-std=c++17")
-_MAX_WINDOW = 1024  # native.cpp's kMaxWindow
+_MAX_SLOTS = 1024  # native.cpp's kMaxWindow: slots (head window * window) a query
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 _lock = threading.Lock()
 
 
 def supports(q: Tensor, *, head_window: int, padded: bool, dropout_p: float, window: int) -> bool:
     """Whether a call with these arguments can run natively (the library aside): CPU, float32 or
-    float64, one head window, no padding, no dropout, ``window <= 1024``.
+    float64, no padding, no dropout, ``window * head_window <= 1024`` slots a query.
 
     Example:
-        >>> supports(torch.zeros(1, 1, 4, 8), head_window=1, padded=False, dropout_p=0.0, window=3)
+        >>> supports(torch.zeros(1, 3, 4, 8), head_window=3, padded=False, dropout_p=0.0, window=3)
         True
-        >>> supports(torch.zeros(1, 1, 4, 8), head_window=3, padded=False, dropout_p=0.0, window=3)
+        >>> supports(torch.zeros(1, 3, 4, 8), head_window=1, padded=True, dropout_p=0.0, window=3)
         False
     """
     return (
         q.device.type == "cpu"
         and q.dtype in _DTYPES
-        and head_window == 1
         and not padded
         and dropout_p == 0
-        and window <= _MAX_WINDOW
+        and window * head_window <= _MAX_SLOTS
     )
 
 
@@ -159,14 +163,12 @@ def _library() -> ctypes.CDLL | None:
 def _declare(lib: ctypes.CDLL) -> None:
     ptr, i64p, dbl = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_double
     for suffix in _DTYPES.values():
-        getattr(lib, f"csan_forward_{suffix}").argtypes = [ptr] * 5 + [i64p, i64p, dbl, i64p]
-        getattr(lib, f"csan_backward_queries_{suffix}").argtypes = [ptr] * 6 + [
-            i64p,
-            i64p,
-            dbl,
-            i64p,
-        ]
-        getattr(lib, f"csan_backward_keys_{suffix}").argtypes = [ptr] * 6 + [i64p, i64p, i64p]
+        # arrays, then shape, sources, readers, strides, (scale), unit
+        getattr(lib, f"csan_forward_{suffix}").argtypes = [ptr] * 5 + [i64p] * 4 + [dbl, i64p]
+        getattr(lib, f"csan_backward_queries_{suffix}").argtypes = (
+            [ptr] * 6 + [i64p] * 4 + [dbl, i64p]
+        )
+        getattr(lib, f"csan_backward_keys_{suffix}").argtypes = [ptr] * 6 + [i64p] * 5
         for name in ("forward", "backward_queries", "backward_keys"):
             getattr(lib, f"csan_{name}_{suffix}").restype = None
 
@@ -217,21 +219,53 @@ def _strides(*tensors: Tensor) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 
 
+@functools.lru_cache(maxsize=64)
+def head_tables(
+    heads: int, head_window: int, head_boundary: str
+) -> tuple[ctypes.Array, ctypes.Array]:
+    """The heads each head reads and the readers of each head, as the library takes them:
+    ``sources[h][s]`` is the head of slot ``s`` of head ``h`` (-1: past the edge, ``"clip"``), and
+    ``readers[h']`` the ``(h, s)`` pairs whose slot ``s`` is head ``h'`` (-1 padded), from
+    :func:`csan.kernels.masks.head_neighbours` (cached; read only).
+
+    Example:
+        >>> sources, readers = head_tables(4, 3, "clip")
+        >>> list(sources)[:3], list(readers)[:6]
+        ([-1, 0, 1], [0, 1, 1, 0, -1, -1])
+    """
+    index, exists = masks.head_neighbours(heads, head_window, head_boundary, torch.device("cpu"))
+    sources = torch.where(exists, index, -1).tolist()
+    readers = [
+        [(h, s) for h in range(heads) for s in range(head_window) if sources[h][s] == key]
+        for key in range(heads)
+    ]
+    assert all(len(r) <= head_window for r in readers), readers  # each head in <= N slots
+    flat_readers = [
+        x for r in readers for pair in r + [(-1, -1)] * (head_window - len(r)) for x in pair
+    ]
+    flat_sources = [x for row in sources for x in row]
+    return (
+        (ctypes.c_int64 * len(flat_sources))(*flat_sources),
+        (ctypes.c_int64 * len(flat_readers))(*flat_readers),
+    )
+
+
 class _NativeAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, left, right):  # type: ignore[override]
+    def forward(ctx, q, k, v, left, right, tables):  # type: ignore[override]
         lib = _library()
         batch, heads, time, d = q.shape
-        window = left + right + 1
+        sources, readers = tables
+        head_window = len(sources) // heads
         out = q.new_empty(q.shape)
-        weights = q.new_empty(batch, heads, time, window)
-        shape = (ctypes.c_int64 * 5)(heads, time, d, left, right)
+        weights = q.new_empty(batch, heads, time, head_window * (left + right + 1))
+        shape = (ctypes.c_int64 * 6)(heads, time, d, left, right, head_window)
         suffix = _DTYPES[q.dtype]
         args = [q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), weights.data_ptr()]
-        args += [shape, _strides(q, k, v), d**-0.5]
+        args += [shape, sources, readers, _strides(q, k, v), d**-0.5]
         _run(getattr(lib, f"csan_forward_{suffix}"), args, _units(batch * heads, time))
         ctx.save_for_backward(q, k, v, weights)
-        ctx.window = (left, right)
+        ctx.shape, ctx.tables = shape, tables
         return out
 
     @staticmethod
@@ -239,7 +273,7 @@ class _NativeAttention(torch.autograd.Function):
     def backward(ctx, grad_out):  # type: ignore[override]
         lib = _library()
         q, k, v, weights = ctx.saved_tensors
-        left, right = ctx.window
+        shape, (sources, readers) = ctx.shape, ctx.tables
         batch, heads, time, d = q.shape
         if grad_out.stride(-1) != 1:  # one dense row where it is constant in time (out.sum())
             row = grad_out.stride(2) == 0
@@ -250,32 +284,39 @@ class _NativeAttention(torch.autograd.Function):
             )
         dlogits = torch.empty_like(weights)
         dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype) for _ in range(3))
-        shape = (ctypes.c_int64 * 5)(heads, time, d, left, right)
         strides = _strides(q, k, v, grad_out)
         suffix = _DTYPES[q.dtype]
         units = _units(batch * heads, time)
         args = [k.data_ptr(), v.data_ptr(), grad_out.data_ptr(), weights.data_ptr()]
-        args += [dlogits.data_ptr(), dq.data_ptr(), shape, strides, d**-0.5]
+        args += [dlogits.data_ptr(), dq.data_ptr(), shape, sources, readers, strides, d**-0.5]
         _run(getattr(lib, f"csan_backward_queries_{suffix}"), args, units)
         args = [q.data_ptr(), grad_out.data_ptr(), weights.data_ptr(), dlogits.data_ptr()]
-        args += [dk.data_ptr(), dv.data_ptr(), shape, strides]
+        args += [dk.data_ptr(), dv.data_ptr(), shape, sources, readers, strides]
         _run(getattr(lib, f"csan_backward_keys_{suffix}"), args, units)
-        return dq, dk, dv, None, None
+        return dq, dk, dv, None, None, None
 
 
 def native_local_attention(
-    q: Tensor, k: Tensor, v: Tensor, *, window: int, causal: bool = False
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    window: int,
+    head_window: int = 1,
+    causal: bool = False,
+    head_boundary: str = "wrap",
 ) -> Tensor:
-    """1D-CSAN attention (one head window, no padding, no dropout) by the native library; the
-    arguments as :func:`csan.functional.local_attention`'s, already checked, and
-    :func:`supports` and :func:`available` true.
+    """1D- and 2D-CSAN attention (no padding, no dropout) by the native library; the arguments as
+    :func:`csan.functional.local_attention`'s, already checked, and :func:`supports` and
+    :func:`available` true.
 
     Example:
         >>> from csan.kernels.reference import reference_local_attention
         >>> q = torch.randn(2, 3, 40, 8)
         >>> if available():
-        ...     ref = reference_local_attention(q, q, q, window=7)
-        ...     print(torch.allclose(native_local_attention(q, q, q, window=7), ref, atol=1e-5))
+        ...     ref = reference_local_attention(q, q, q, window=7, head_window=3)
+        ...     out = native_local_attention(q, q, q, window=7, head_window=3)
+        ...     print(torch.allclose(out, ref, atol=1e-5))
         ... else:
         ...     print(True)
         True
@@ -283,4 +324,5 @@ def native_local_attention(
     left, right = (window - 1, 0) if causal else (window // 2, window // 2)
     left, right = min(left, q.size(2) - 1), min(right, q.size(2) - 1)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    return _NativeAttention.apply(q, k, v, left, right)
+    tables = head_tables(q.size(1), head_window, head_boundary)
+    return _NativeAttention.apply(q, k, v, left, right, tables)
