@@ -22,6 +22,7 @@ using i64 = std::int64_t;
 
 constexpr int kQueryBlock = 16;  // queries whose logits are exponentiated in one vector pass
 constexpr int kMaxWindow = 1024;  // slots * M above this: csan.kernels.native declines the call
+constexpr int kMaxHead = 1024;  // d_h above this: declined as well
 
 // exp(x) for x <= 0 (a logit minus its row's maximum): 2^n * 2^f, |f| <= 1/2, by Horner.
 inline float exp_nonpositive(float x) {
@@ -84,6 +85,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* weights, const Shape
              i64 t0, i64 t1) {
   const i64 m = s.window(), w = s.width(), d = s.d;
   T buf[kQueryBlock * kMaxWindow];
+  T o[kMaxHead];  // a query's output, summed on the stack: its stores alias no input
   for (i64 row = r0; row < r1; ++row) {
     const i64 b = row / s.heads, h = row % s.heads;
     const i64* src = s.sources + h * s.slots;
@@ -114,7 +116,6 @@ void forward(const T* q, const T* k, const T* v, T* out, T* weights, const Shape
         const i64 i = i0 + a, lo = s.lo(i), hi = s.hi(i);
         const T* x = buf + a * w;
         T* p = prow + i * w;
-        T* o = orow + i * d;
         T total = 0;
         for (i64 e = 0; e < w; ++e) p[e] = 0;
         for (i64 slot = 0; slot < s.slots; ++slot) {
@@ -131,6 +132,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* weights, const Shape
             axpy(o, p[slot * m + r], vr + (i - s.left + r) * vs.time, d);
           }
         }
+        std::memcpy(orow + i * d, o, sizeof(T) * d);
       }
     }
   }
@@ -141,6 +143,7 @@ void backward_queries(const T* k, const T* v, const T* g, const T* weights, T* d
                       const Shape& s, const Strides& ks, const Strides& vs, const Strides& gs,
                       T scale, i64 r0, i64 r1, i64 t0, i64 t1) {
   const i64 m = s.window(), w = s.width(), d = s.d;
+  T x[kMaxWindow];  // this query's dP, then dS: on the stack, so the stores alias nothing
   for (i64 row = r0; row < r1; ++row) {
     const i64 b = row / s.heads, h = row % s.heads;
     const i64* src = s.sources + h * s.slots;
@@ -148,29 +151,27 @@ void backward_queries(const T* k, const T* v, const T* g, const T* weights, T* d
     for (i64 i = t0; i < t1; ++i) {
       const i64 lo = s.lo(i), hi = s.hi(i);
       const T* p = weights + (row * s.time + i) * w;
-      T* ds = dlogits + (row * s.time + i) * w;
       const T* gi = gr + i * gs.time;
       T delta = 0;
-      for (i64 e = 0; e < w; ++e) ds[e] = 0;
+      for (i64 e = 0; e < w; ++e) x[e] = 0;
       for (i64 slot = 0; slot < s.slots; ++slot) {
         if (src[slot] < 0) continue;
         const T* vr = v + vs.at(b, src[slot], 0);
         for (i64 r = lo; r < hi; ++r) {
-          ds[slot * m + r] = dot(gi, vr + (i - s.left + r) * vs.time, d);
-          delta += p[slot * m + r] * ds[slot * m + r];
+          const T dp = dot(gi, vr + (i - s.left + r) * vs.time, d);
+          x[slot * m + r] = dp;
+          delta += p[slot * m + r] * dp;
         }
       }
+      for (i64 e = 0; e < w; ++e) x[e] = p[e] * (x[e] - delta) * scale;  // 0 where p is
       T* dqi = dq + (row * s.time + i) * d;
       std::memset(dqi, 0, sizeof(T) * d);
       for (i64 slot = 0; slot < s.slots; ++slot) {
         if (src[slot] < 0) continue;
         const T* kr = k + ks.at(b, src[slot], 0);
-        for (i64 r = lo; r < hi; ++r) {
-          const i64 e = slot * m + r;
-          ds[e] = p[e] * (ds[e] - delta) * scale;
-          axpy(dqi, ds[e], kr + (i - s.left + r) * ks.time, d);
-        }
+        for (i64 r = lo; r < hi; ++r) axpy(dqi, x[slot * m + r], kr + (i - s.left + r) * ks.time, d);
       }
+      std::memcpy(dlogits + (row * s.time + i) * w, x, sizeof(T) * w);
     }
   }
 }
@@ -180,12 +181,11 @@ void backward_keys(const T* q, const T* g, const T* weights, const T* dlogits, T
                    const Shape& s, const Strides& qs, const Strides& gs, i64 r0, i64 r1, i64 t0,
                    i64 t1) {
   const i64 m = s.window(), w = s.width(), d = s.d;
+  T dkj[kMaxHead], dvj[kMaxHead];  // this key's gradients, on the stack (no aliasing)
   for (i64 row = r0; row < r1; ++row) {
     const i64 b = row / s.heads, h = row % s.heads;  // the key head
     const i64* readers = s.readers + h * s.slots * 2;
     for (i64 j = t0; j < t1; ++j) {
-      T* dkj = dk + (row * s.time + j) * d;
-      T* dvj = dv + (row * s.time + j) * d;
       std::memset(dkj, 0, sizeof(T) * d);
       std::memset(dvj, 0, sizeof(T) * d);
       for (i64 c = 0; c < s.slots; ++c) {
@@ -203,42 +203,142 @@ void backward_keys(const T* q, const T* g, const T* weights, const T* dlogits, T
           axpy(dvj, prow[i * w + r], gr + i * gs.time, d);
         }
       }
+      std::memcpy(dk + (row * s.time + j) * d, dkj, sizeof(T) * d);
+      std::memcpy(dv + (row * s.time + j) * d, dvj, sizeof(T) * d);
     }
+  }
+}
+
+template <typename T>
+void backward_group(const T* q, const T* k, const T* v, const T* g, const T* weights, T* dq, T* dk,
+                    T* dv, const Shape& s, const Strides& qs, const Strides& ks, const Strides& vs,
+                    const Strides& gs, T scale, i64 r0, i64 r1) {
+  const i64 m = s.window(), w = s.width(), d = s.d;
+  const i64 first = s.right < s.time ? s.right : s.time;
+  T x[kMaxWindow];
+  for (i64 row = r0; row < r1; ++row) {  // the key rows before query 0's last
+    std::memset(dk + row * s.time * d, 0, sizeof(T) * d * first);
+    std::memset(dv + row * s.time * d, 0, sizeof(T) * d * first);
+  }
+  for (i64 i = 0; i < s.time; ++i) {
+    if (i + s.right < s.time) {  // the key rows query i is the first to read
+      for (i64 row = r0; row < r1; ++row) {
+        std::memset(dk + (row * s.time + i + s.right) * d, 0, sizeof(T) * d);
+        std::memset(dv + (row * s.time + i + s.right) * d, 0, sizeof(T) * d);
+      }
+    }
+    const i64 lo = s.lo(i), hi = s.hi(i);
+    for (i64 row = r0; row < r1; ++row) {
+      const i64 b = row / s.heads, h = row % s.heads;
+      const i64* src = s.sources + h * s.slots;
+      const T* p = weights + (row * s.time + i) * w;
+      const T* gi = g + gs.at(b, h, i);
+      T delta = 0;
+      for (i64 e = 0; e < w; ++e) x[e] = 0;
+      for (i64 slot = 0; slot < s.slots; ++slot) {
+        if (src[slot] < 0) continue;
+        const T* vr = v + vs.at(b, src[slot], 0);
+        for (i64 r = lo; r < hi; ++r) {
+          const T dp = dot(gi, vr + (i - s.left + r) * vs.time, d);
+          x[slot * m + r] = dp;
+          delta += p[slot * m + r] * dp;
+        }
+      }
+      for (i64 e = 0; e < w; ++e) x[e] = p[e] * (x[e] - delta) * scale;
+      const T* qi = q + qs.at(b, h, i);
+      T* dqi = dq + (row * s.time + i) * d;
+      std::memset(dqi, 0, sizeof(T) * d);
+      for (i64 slot = 0; slot < s.slots; ++slot) {
+        if (src[slot] < 0) continue;
+        const i64 key_row = b * s.heads + src[slot];
+        const T* kr = k + ks.at(b, src[slot], 0);
+        for (i64 r = lo; r < hi; ++r) {
+          const i64 j = i - s.left + r, e = slot * m + r;
+          axpy(dqi, x[e], kr + j * ks.time, d);
+          axpy(dk + (key_row * s.time + j) * d, x[e], qi, d);
+          axpy(dv + (key_row * s.time + j) * d, p[e], gi, d);
+        }
+      }
+    }
+  }
+}
+
+// One pass, for units that own every row their queries' keys lie in (whole (batch, head) rows when
+// N = 1, whole batches otherwise): per query dS as above, its query gradient, and its key and value
+// gradients added into the key rows it read, each zeroed just before its first use (rows are first
+// read in order: query i first reads key i + right), so there is no dS buffer and no second pass.
+template <typename T>
+void backward_fused(const T* q, const T* k, const T* v, const T* g, const T* weights, T* dq, T* dk,
+                    T* dv, const Shape& s, const Strides& qs, const Strides& ks, const Strides& vs,
+                    const Strides& gs, T scale, i64 r0, i64 r1) {
+  const i64 group = s.slots == 1 ? 1 : s.heads;  // the rows that write each other's key rows
+  for (i64 g0 = r0; g0 < r1; g0 += group) {
+    backward_group(q, k, v, g, weights, dq, dk, dv, s, qs, ks, vs, gs, scale, g0, g0 + group);
   }
 }
 
 }  // namespace
 
 // The entry points: arrays as addresses; shape = (heads, time, d_h, left, right, slots); element
-// strides (batch, head, time) of q, k, v and the output gradient; rows [r0, r1) of the batch * heads
-// rows and positions [t0, t1) as unit. out, weights, dlogits, dq, dk, dv are contiguous.
+// strides (batch, head, time) of q, k, v and the output gradient; ``count`` units of work, each
+// (first row, end row, first position, end position) of the batch * heads rows, run in parallel on
+// the caller's OpenMP threads where the library is built with OpenMP (in a PyTorch process that is
+// PyTorch's own pool: its libgomp is loaded first, under the same soname, so no second set of
+// threads competes with PyTorch's, which spin for a while after each of its parallel operations),
+// else one after the other (csan.kernels.native then calls one unit a thread of its own pool).
+// out, weights, dlogits, dq, dk, dv are contiguous.
 #define CSAN_SHAPE \
   const Shape s{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], sources, readers}
-#define CSAN_ENTRY_POINTS(T, suffix)                                                             \
-  extern "C" void csan_forward_##suffix(const T* q, const T* k, const T* v, T* out, T* weights,  \
-                                       const i64* shape, const i64* sources, const i64* readers, \
-                                       const i64* st, double scale, const i64* unit) {           \
-    CSAN_SHAPE;                                                                                  \
-    forward(q, k, v, out, weights, s, Strides{st[0], st[1], st[2]}, Strides{st[3], st[4], st[5]}, \
-            Strides{st[6], st[7], st[8]}, T(scale), unit[0], unit[1], unit[2], unit[3]);         \
-  }                                                                                              \
-  extern "C" void csan_backward_queries_##suffix(                                                \
-      const T* k, const T* v, const T* g, const T* weights, T* dlogits, T* dq, const i64* shape,  \
-      const i64* sources, const i64* readers, const i64* st, double scale, const i64* unit) {    \
-    CSAN_SHAPE;                                                                                  \
-    backward_queries(k, v, g, weights, dlogits, dq, s, Strides{st[3], st[4], st[5]},             \
-                     Strides{st[6], st[7], st[8]}, Strides{st[9], st[10], st[11]}, T(scale),     \
-                     unit[0], unit[1], unit[2], unit[3]);                                        \
-  }                                                                                              \
-  extern "C" void csan_backward_keys_##suffix(                                                   \
-      const T* q, const T* g, const T* weights, const T* dlogits, T* dk, T* dv, const i64* shape, \
-      const i64* sources, const i64* readers, const i64* st, const i64* unit) {                  \
-    CSAN_SHAPE;                                                                                  \
-    backward_keys(q, g, weights, dlogits, dk, dv, s, Strides{st[0], st[1], st[2]},               \
-                  Strides{st[9], st[10], st[11]}, unit[0], unit[1], unit[2], unit[3]);           \
+#define CSAN_UNITS(call)                                        \
+  _Pragma("omp parallel for schedule(static, 1) if (count > 1)") \
+  for (i64 u = 0; u < count; ++u) {                             \
+    const i64* unit = units + 4 * u;                            \
+    call;                                                       \
+  }
+#define CSAN_ENTRY_POINTS(T, suffix)                                                               \
+  extern "C" void csan_forward_##suffix(const T* q, const T* k, const T* v, T* out, T* weights,    \
+                                       const i64* shape, const i64* sources, const i64* readers,   \
+                                       const i64* st, double scale, const i64* units, i64 count) { \
+    CSAN_SHAPE;                                                                                    \
+    CSAN_UNITS(forward(q, k, v, out, weights, s, Strides{st[0], st[1], st[2]},                     \
+                       Strides{st[3], st[4], st[5]}, Strides{st[6], st[7], st[8]}, T(scale),       \
+                       unit[0], unit[1], unit[2], unit[3]))                                        \
+  }                                                                                                \
+  extern "C" void csan_backward_queries_##suffix(                                                  \
+      const T* k, const T* v, const T* g, const T* weights, T* dlogits, T* dq, const i64* shape,    \
+      const i64* sources, const i64* readers, const i64* st, double scale, const i64* units,       \
+      i64 count) {                                                                                 \
+    CSAN_SHAPE;                                                                                    \
+    CSAN_UNITS(backward_queries(k, v, g, weights, dlogits, dq, s, Strides{st[3], st[4], st[5]},    \
+                                Strides{st[6], st[7], st[8]}, Strides{st[9], st[10], st[11]},      \
+                                T(scale), unit[0], unit[1], unit[2], unit[3]))                     \
+  }                                                                                                \
+  extern "C" void csan_backward_keys_##suffix(                                                     \
+      const T* q, const T* g, const T* weights, const T* dlogits, T* dk, T* dv, const i64* shape,   \
+      const i64* sources, const i64* readers, const i64* st, const i64* units, i64 count) {         \
+    CSAN_SHAPE;                                                                                    \
+    CSAN_UNITS(backward_keys(q, g, weights, dlogits, dk, dv, s, Strides{st[0], st[1], st[2]},      \
+                             Strides{st[9], st[10], st[11]}, unit[0], unit[1], unit[2], unit[3]))  \
+  }                                                                                                \
+  extern "C" void csan_backward_fused_##suffix(                                                    \
+      const T* q, const T* k, const T* v, const T* g, const T* weights, T* dq, T* dk, T* dv,        \
+      const i64* shape, const i64* sources, const i64* readers, const i64* st, double scale,       \
+      const i64* units, i64 count) {                                                               \
+    CSAN_SHAPE;                                                                                    \
+    CSAN_UNITS(backward_fused(q, k, v, g, weights, dq, dk, dv, s, Strides{st[0], st[1], st[2]},    \
+                              Strides{st[3], st[4], st[5]}, Strides{st[6], st[7], st[8]},          \
+                              Strides{st[9], st[10], st[11]}, T(scale), unit[0], unit[1]))         \
   }
 
 CSAN_ENTRY_POINTS(float, f32)
 CSAN_ENTRY_POINTS(double, f64)
 
 extern "C" int csan_max_window() { return kMaxWindow; }
+
+extern "C" int csan_openmp() {
+#ifdef _OPENMP
+  return 1;
+#else
+  return 0;
+#endif
+}

@@ -51,8 +51,14 @@ from csan.kernels import masks
 __all__ = ["available", "head_tables", "library_path", "native_local_attention", "supports"]
 
 SOURCE = Path(__file__).with_name("native.cpp")
-_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared", "-std=c++17")
-_PORTABLE_FLAGS = ("-O3", "-fopenmp-simd", "-fPIC", "-shared", "-std=c++17")
+_COMMON = ("-O3", "-fPIC", "-shared", "-std=c++17")
+# tried in order: the CPU's own instructions, then portable ones; OpenMP (PyTorch's own threads in
+# a PyTorch process), else only its simd pragmas (then a thread pool of this module's)
+_FLAG_SETS = (
+    ("-march=native", "-fopenmp", *_COMMON),
+    ("-fopenmp", *_COMMON),
+    ("-fopenmp-simd", *_COMMON),
+)
 _MAX_SLOTS = 1024  # native.cpp's kMaxWindow: slots (head window * window) a query
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 _lock = threading.Lock()
@@ -142,7 +148,7 @@ def _library() -> ctypes.CDLL | None:
     if compiler is None:
         return None  # no compiler at all: the PyTorch kernel, silently
     errors = []
-    for flags in (_FLAGS, _PORTABLE_FLAGS):
+    for flags in _FLAG_SETS:
         try:
             lib = ctypes.CDLL(str(_build(compiler, flags)))
         except (OSError, subprocess.SubprocessError) as exc:
@@ -162,15 +168,21 @@ def _library() -> ctypes.CDLL | None:
 
 def _declare(lib: ctypes.CDLL) -> None:
     ptr, i64p, dbl = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_double
+    # arrays, then shape, sources, readers, strides, (scale,) units and their count
+    tail = [i64p] * 4
+    units = [i64p, ctypes.c_int64]
+    signatures = {
+        "forward": [ptr] * 5 + tail + [dbl, *units],
+        "backward_queries": [ptr] * 6 + tail + [dbl, *units],
+        "backward_keys": [ptr] * 6 + tail + units,
+        "backward_fused": [ptr] * 8 + tail + [dbl, *units],
+    }
     for suffix in _DTYPES.values():
-        # arrays, then shape, sources, readers, strides, (scale), unit
-        getattr(lib, f"csan_forward_{suffix}").argtypes = [ptr] * 5 + [i64p] * 4 + [dbl, i64p]
-        getattr(lib, f"csan_backward_queries_{suffix}").argtypes = (
-            [ptr] * 6 + [i64p] * 4 + [dbl, i64p]
-        )
-        getattr(lib, f"csan_backward_keys_{suffix}").argtypes = [ptr] * 6 + [i64p] * 5
-        for name in ("forward", "backward_queries", "backward_keys"):
-            getattr(lib, f"csan_{name}_{suffix}").restype = None
+        for name, argtypes in signatures.items():
+            function = getattr(lib, f"csan_{name}_{suffix}")
+            function.argtypes, function.restype = argtypes, None
+    lib.csan_openmp.restype = ctypes.c_int
+    lib.openmp = bool(lib.csan_openmp())
 
 
 def available() -> bool:
@@ -201,16 +213,34 @@ def _units(rows: int, time: int) -> list[tuple[int, int, int, int]]:
     return [(r, r + 1, cuts[u], cuts[u + 1]) for r in range(rows) for u in range(per)]
 
 
+def _group_units(rows: int, group: int, time: int) -> list[tuple[int, int, int, int]] | None:
+    """Units of whole groups of ``group`` rows (those whose queries write each other's key rows:
+    one row when N = 1, a batch's heads otherwise) over ``torch.get_num_threads()`` threads, for the
+    one-pass backward; None when there are fewer groups than threads (then the two passes).
+
+    Example:
+        >>> torch.get_num_threads() > 8 or _group_units(8, 1, 100) is not None
+        True
+    """
+    threads = max(1, torch.get_num_threads())
+    groups = rows // group
+    if groups < threads:
+        return None
+    bounds = [groups * u // threads * group for u in range(threads + 1)]
+    return [(bounds[u], bounds[u + 1], 0, time) for u in range(threads)]
+
+
 def _run(function, args: list, units: list[tuple[int, int, int, int]]) -> None:
-    """Call ``function(*args, unit)`` for every unit, on the pool when there is more than one."""
-    arrays = [
-        (ctypes.c_int64 * 4)(*unit) for unit in units if unit[2] < unit[3] and unit[0] < unit[1]
-    ]
-    if len(arrays) == 1:
-        function(*args, arrays[0])
+    """Run ``function`` over the units: in one call on the library's OpenMP threads where it has
+    them, else one call a unit on this module's pool (one call inline when there is one unit)."""
+    units = [unit for unit in units if unit[0] < unit[1] and unit[2] < unit[3]]
+    if _library().openmp or len(units) == 1:
+        flat = (ctypes.c_int64 * (4 * len(units)))(*(x for unit in units for x in unit))
+        function(*args, flat, len(units))
         return
     pool = _pool(max(1, torch.get_num_threads()))
-    for future in [pool.submit(function, *args, unit) for unit in arrays]:
+    arrays = [(ctypes.c_int64 * 4)(*unit) for unit in units]
+    for future in [pool.submit(function, *args, unit, 1) for unit in arrays]:
         future.result()
 
 
@@ -282,10 +312,17 @@ class _NativeAttention(torch.autograd.Function):
                 if row
                 else grad_out.contiguous()
             )
-        dlogits = torch.empty_like(weights)
         dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype) for _ in range(3))
         strides = _strides(q, k, v, grad_out)
         suffix = _DTYPES[q.dtype]
+        groups = _group_units(batch * heads, 1 if len(sources) == heads else heads, time)
+        if groups is not None:  # one pass, no dS buffer
+            args = [q.data_ptr(), k.data_ptr(), v.data_ptr(), grad_out.data_ptr()]
+            args += [weights.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()]
+            args += [shape, sources, readers, strides, d**-0.5]
+            _run(getattr(lib, f"csan_backward_fused_{suffix}"), args, groups)
+            return dq, dk, dv, None, None, None
+        dlogits = torch.empty_like(weights)
         units = _units(batch * heads, time)
         args = [k.data_ptr(), v.data_ptr(), grad_out.data_ptr(), weights.data_ptr()]
         args += [dlogits.data_ptr(), dq.data_ptr(), shape, sources, readers, strides, d**-0.5]
