@@ -133,6 +133,21 @@ def test_the_same_numbers_on_one_thread_and_many():
             assert torch.equal(a, b)
 
 
+@needs_library
+@pytest.mark.parametrize("batch, head_window", [(1, 1), (2, 1), (1, 3), (4, 3)])
+def test_openmp_and_the_thread_pool_give_the_same_numbers(monkeypatch, batch, head_window):
+    # with batch 1 and N = 3 the backward takes its two passes, otherwise the one-pass form
+    q, k, v = _inputs(batch, 3, 130, 8, torch.float32)
+    results = []
+    for openmp in (True, False):
+        monkeypatch.setattr(native._library(), "openmp", openmp)
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+        out = native.native_local_attention(q, k, v, window=11, head_window=head_window)
+        results.append((out, *torch.autograd.grad(out, (q, k, v), torch.ones_like(out))))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
 def test_units_cover_every_row_and_position_once(monkeypatch):
     for threads, rows, time in [(2, 8, 100), (2, 1, 100), (3, 2, 5), (4, 1, 2), (1, 3, 7)]:
         monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
@@ -140,6 +155,18 @@ def test_units_cover_every_row_and_position_once(monkeypatch):
         for r0, r1, t0, t1 in native._units(rows, time):
             seen[r0:r1, t0:t1] += 1
         assert torch.equal(seen, torch.ones_like(seen)), (threads, rows, time)
+        # whole groups of rows (one row, or a batch's heads: group divides rows), or None when
+        # there are fewer groups than threads
+        for group in [g for g in (1, 2) if rows % g == 0]:
+            units = native._group_units(rows, group, time)
+            if rows // group < threads:
+                assert units is None
+                continue
+            seen.zero_()
+            for r0, r1, t0, t1 in units:
+                assert r0 % group == 0 and r1 % group == 0 and (t0, t1) == (0, time)
+                seen[r0:r1] += 1
+            assert torch.equal(seen, torch.ones_like(seen)), (threads, rows, group)
 
 
 def test_supports():
@@ -171,14 +198,19 @@ def test_auto_takes_the_native_kernel_where_it_can(monkeypatch):
     torch.testing.assert_close(out, blocked, atol=1e-6, rtol=1e-5)
     local_attention(q, k, v, window=11, head_window=3, head_boundary="clip")  # 2D-CSAN too
     assert calls[-1] == {"window": 11, "head_window": 3, "causal": False, "head_boundary": "clip"}
-    # calls it cannot do go to the blocked kernel: padding, dropout, bf16; short ones dense
+    # calls it cannot do go to the blocked kernel (long) or dense (short): padding, dropout, bf16
     mask = torch.zeros(1, 256, dtype=torch.bool)
     local_attention(q, k, v, window=11, key_padding_mask=mask)
     local_attention(q, k, v, window=11, dropout_p=0.1)
     local_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), window=11)
-    local_attention(q[:, :, :32], k[:, :, :32], v[:, :, :32], window=11)
     assert len(calls) == 2
-    local_attention(q[:, :, :32], k[:, :, :32], v[:, :, :32], window=11, backend="native")
+    # at any length: a sentence of 32 too
+    short = [x[:, :, :32] for x in (q, k, v)]
+    out = local_attention(*short, window=11)
+    assert len(calls) == 3
+    torch.testing.assert_close(out, local_attention(*short, window=11, backend="dense"))
+    # cached decoding (fewer queries than keys): dense
+    local_attention(q[:, :, -1:], k, v, window=11, causal=True)
     assert len(calls) == 3
 
 
@@ -223,10 +255,10 @@ def test_no_compiler_is_silent(monkeypatch):
 def test_the_build_is_cached_by_machine_and_source(monkeypatch, tmp_path):
     monkeypatch.setenv("CSAN_CACHE", str(tmp_path))
     compiler = native._compiler()
-    first = native._build(compiler, native._PORTABLE_FLAGS)
+    first = native._build(compiler, native._FLAG_SETS[-1])
     stamp = first.stat().st_mtime_ns
-    assert native._build(compiler, native._PORTABLE_FLAGS) == first
+    assert native._build(compiler, native._FLAG_SETS[-1]) == first
     assert first.stat().st_mtime_ns == stamp  # not built again
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary left
     monkeypatch.setattr(native, "_cpu_identity", lambda: "another CPU")
-    assert native.library_path(compiler, native._PORTABLE_FLAGS) != first
+    assert native.library_path(compiler, native._FLAG_SETS[-1]) != first
