@@ -95,7 +95,8 @@ def local_attention(
             O(T*M) kernel in native code, :mod:`csan.kernels.native`: CPU, float32/64, one head
             window, no padding or dropout; the blocked kernel for other calls) or ``"flex"``
             (FlexAttention, CUDA only, no dropout: a ``ValueError`` elsewhere). On the CPU ``"auto"``
-            takes the native kernel for every call it can do, at any length. Blocked,
+            takes the native kernel for every call it can do, at any length (not under
+            ``torch.compile``: there the kernels it can trace). Blocked,
             native and flex use dense where they cannot do the call: cached queries, fewer than the
             keys.
 
@@ -129,10 +130,10 @@ def local_attention(
         "head_boundary": head_boundary,
     }
     explicit = backend == "native"
-    if backend == "auto":  # the native kernel wherever it can do the call, at any length
-        backend = (
-            "native" if q.device.type == "cpu" else choose_backend(k.size(2), window, q.device)
-        )
+    if backend == "auto":  # the native kernel wherever it can do the call, at any length, except
+        # under torch.compile, which gets the PyTorch kernels it can trace and fuse
+        eager_cpu = q.device.type == "cpu" and not torch.compiler.is_compiling()
+        backend = "native" if eager_cpu else choose_backend(k.size(2), window, q.device)
     if backend == "reference":
         return reference_local_attention(q, k, v, dropout_p=dropout_p, **options)
     if backend == "flex":

@@ -148,6 +148,36 @@ def test_openmp_and_the_thread_pool_give_the_same_numbers(monkeypatch, batch, he
         assert torch.equal(a, b)
 
 
+@needs_library
+@pytest.mark.parametrize(
+    "head_window, boundary, causal",
+    [
+        (1, "wrap", False),
+        (1, "wrap", True),
+        (3, "wrap", False),
+        (3, "clip", False),
+        (5, "clip", True),
+    ],
+)
+def test_the_one_pass_and_two_pass_backward_give_the_same_numbers(
+    monkeypatch, head_window, boundary, causal
+):
+    # which form runs depends on the threads (groups >= threads: one pass), so they must agree bit
+    # for bit, or a result would change with torch.set_num_threads
+    q, k, v = _inputs(2, 5, 70, 8, torch.float32)
+    grad = torch.randn(q.shape, generator=torch.Generator().manual_seed(1))
+    results = []
+    for one_pass in (True, False):
+        if not one_pass:
+            monkeypatch.setattr(native, "_group_units", lambda *args: None)
+        out = native.native_local_attention(
+            q, k, v, window=7, head_window=head_window, head_boundary=boundary, causal=causal
+        )
+        results.append((out, *torch.autograd.grad(out, (q, k, v), grad)))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
 def test_units_cover_every_row_and_position_once(monkeypatch):
     for threads, rows, time in [(2, 8, 100), (2, 1, 100), (3, 2, 5), (4, 1, 2), (1, 3, 7)]:
         monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
@@ -173,6 +203,7 @@ def test_supports():
     q = torch.zeros(1, 2, 4, 8)
     ok = {"head_window": 1, "padded": False, "dropout_p": 0.0, "window": 11}
     assert native.supports(q, **ok)
+    assert not native.supports(torch.zeros(1, 2, 4, 1025), **ok)  # d_h past the stack buffers
     assert not native.supports(q.bfloat16(), **ok)
     assert native.supports(q, **{**ok, "head_window": 3})
     assert not native.supports(q, **{**ok, "padded": True})

@@ -204,6 +204,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         mode on cpu: float32 eager: float32 (train.cpu_bf16=false); compile off (...)
         softmax: the whole vocabulary (model.output_vocab=full)
         host: a 1024x256 @ 256x1024 product at ... GFLOP/s in float32...
+        native attention kernel: ...
         arch transformer; encoder attention 'vanilla', decoder 'vanilla', cross 'vanilla'
         component                           parameters
         src_embed                               64,000
@@ -213,6 +214,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     """
     from csan.config import presets
     from csan.info import parameter_table
+    from csan.kernels.native import describe as native_kernel_line
 
     if args.presets:
         print("\n".join(presets()))
@@ -229,6 +231,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         model = build_model(cfg.model, cfg.data.vocab_size)
     print(_machine_lines(cfg))
     print(_host_line())
+    print(native_kernel_line())
     print(parameter_table(model, cfg))
     return 0
 

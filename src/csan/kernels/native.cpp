@@ -188,19 +188,18 @@ void backward_keys(const T* q, const T* g, const T* weights, const T* dlogits, T
     for (i64 j = t0; j < t1; ++j) {
       std::memset(dkj, 0, sizeof(T) * d);
       std::memset(dvj, 0, sizeof(T) * d);
-      for (i64 c = 0; c < s.slots; ++c) {
-        const i64 reader = readers[2 * c], slot = readers[2 * c + 1];
-        if (reader < 0) continue;
-        const i64 rrow = b * s.heads + reader;
-        const T* qr = q + qs.at(b, reader, 0);
-        const T* gr = g + gs.at(b, reader, 0);
-        const T* prow = weights + rrow * s.time * w + slot * m;
-        const T* dsrow = dlogits + rrow * s.time * w + slot * m;
-        for (i64 r = 0; r < m; ++r) {  // key j is position r of query i = j + left - r
-          const i64 i = j + s.left - r;
-          if (i < 0 || i >= s.time) continue;
-          axpy(dkj, dsrow[i * w + r], qr + i * qs.time, d);
-          axpy(dvj, prow[i * w + r], gr + i * gs.time, d);
+      // the queries that read key j in the order the one-pass form adds them (query ascending,
+      // then reader head and slot), so both forms give the same sums, bit for bit
+      const i64 i0 = j - s.right > 0 ? j - s.right : 0;
+      const i64 i1 = j + s.left < s.time - 1 ? j + s.left : s.time - 1;
+      for (i64 i = i0; i <= i1; ++i) {
+        const i64 r = j + s.left - i;  // key j is position r of query i
+        for (i64 c = 0; c < s.slots; ++c) {
+          const i64 reader = readers[2 * c], slot = readers[2 * c + 1];
+          if (reader < 0) continue;
+          const i64 rrow = b * s.heads + reader, at = (rrow * s.time + i) * w + slot * m + r;
+          axpy(dkj, dlogits[at], q + qs.at(b, reader, i), d);
+          axpy(dvj, weights[at], g + gs.at(b, reader, i), d);
         }
       }
       std::memcpy(dk + (row * s.time + j) * d, dkj, sizeof(T) * d);

@@ -48,7 +48,14 @@ from torch import Tensor
 
 from csan.kernels import masks
 
-__all__ = ["available", "head_tables", "library_path", "native_local_attention", "supports"]
+__all__ = [
+    "available",
+    "describe",
+    "head_tables",
+    "library_path",
+    "native_local_attention",
+    "supports",
+]
 
 SOURCE = Path(__file__).with_name("native.cpp")
 _COMMON = ("-O3", "-fPIC", "-shared", "-std=c++17")
@@ -60,18 +67,22 @@ _FLAG_SETS = (
     ("-fopenmp-simd", *_COMMON),
 )
 _MAX_SLOTS = 1024  # native.cpp's kMaxWindow: slots (head window * window) a query
+_MAX_HEAD = 1024  # native.cpp's kMaxHead: d_h a head
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
 _lock = threading.Lock()
 
 
 def supports(q: Tensor, *, head_window: int, padded: bool, dropout_p: float, window: int) -> bool:
     """Whether a call with these arguments can run natively (the library aside): CPU, float32 or
-    float64, no padding, no dropout, ``window * head_window <= 1024`` slots a query.
+    float64, no padding, no dropout, ``window * head_window <= 1024`` slots a query and
+    ``d_h <= 1024`` (the library's buffers are on the stack).
 
     Example:
         >>> supports(torch.zeros(1, 3, 4, 8), head_window=3, padded=False, dropout_p=0.0, window=3)
         True
         >>> supports(torch.zeros(1, 3, 4, 8), head_window=1, padded=True, dropout_p=0.0, window=3)
+        False
+        >>> supports(torch.zeros(1, 1, 4, 2048), head_window=1, padded=False, dropout_p=0.0, window=3)
         False
     """
     return (
@@ -80,6 +91,7 @@ def supports(q: Tensor, *, head_window: int, padded: bool, dropout_p: float, win
         and not padded
         and dropout_p == 0
         and window * head_window <= _MAX_SLOTS
+        and q.size(-1) <= _MAX_HEAD
     )
 
 
@@ -194,6 +206,22 @@ def available() -> bool:
     """
     with _lock:
         return _library() is not None
+
+
+def describe() -> str:
+    """One line on the native kernel here: built (where, on which threads) or why not (building it
+    if it was not yet). ``csan info`` prints it.
+
+    Example:
+        >>> describe().startswith("native attention kernel: ")
+        True
+    """
+    if not available():
+        why = "CSAN_NATIVE=0" if os.environ.get("CSAN_NATIVE") == "0" else "no working C++ compiler"
+        return f"native attention kernel: off ({why}); local attention uses the PyTorch kernels"
+    lib = _library()
+    threads = "OpenMP, PyTorch's threads" if lib.openmp else "csan's thread pool"
+    return f"native attention kernel: {lib._name} ({threads})"
 
 
 @functools.cache
@@ -333,6 +361,7 @@ class _NativeAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
+@torch.compiler.disable  # ctypes calls: torch.compile runs this part eagerly, as one graph break
 def native_local_attention(
     q: Tensor,
     k: Tensor,
