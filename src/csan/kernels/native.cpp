@@ -138,6 +138,27 @@ void forward(const T* q, const T* k, const T* v, T* out, T* weights, const Shape
   }
 }
 
+// Query i's dS over its band, into x (the caller's stack buffer of width() numbers): dP = dO_i . V_j,
+// delta = sum p dP, dS = p (dP - delta) scale, and 0 where p is (outside the band, absent heads).
+template <typename T>
+inline void query_dlogits(T* __restrict x, const T* p, const T* gi, const T* v, const i64* src,
+                          const Shape& s, const Strides& vs, i64 b, i64 i, i64 lo, i64 hi,
+                          T scale) {
+  const i64 m = s.window(), w = s.width(), d = s.d;
+  T delta = 0;
+  for (i64 e = 0; e < w; ++e) x[e] = 0;
+  for (i64 slot = 0; slot < s.slots; ++slot) {
+    if (src[slot] < 0) continue;
+    const T* vr = v + vs.at(b, src[slot], 0);
+    for (i64 r = lo; r < hi; ++r) {
+      const T dp = dot(gi, vr + (i - s.left + r) * vs.time, d);
+      x[slot * m + r] = dp;
+      delta += p[slot * m + r] * dp;
+    }
+  }
+  for (i64 e = 0; e < w; ++e) x[e] = p[e] * (x[e] - delta) * scale;
+}
+
 template <typename T>
 void backward_queries(const T* k, const T* v, const T* g, const T* weights, T* dlogits, T* dq,
                       const Shape& s, const Strides& ks, const Strides& vs, const Strides& gs,
@@ -152,18 +173,7 @@ void backward_queries(const T* k, const T* v, const T* g, const T* weights, T* d
       const i64 lo = s.lo(i), hi = s.hi(i);
       const T* p = weights + (row * s.time + i) * w;
       const T* gi = gr + i * gs.time;
-      T delta = 0;
-      for (i64 e = 0; e < w; ++e) x[e] = 0;
-      for (i64 slot = 0; slot < s.slots; ++slot) {
-        if (src[slot] < 0) continue;
-        const T* vr = v + vs.at(b, src[slot], 0);
-        for (i64 r = lo; r < hi; ++r) {
-          const T dp = dot(gi, vr + (i - s.left + r) * vs.time, d);
-          x[slot * m + r] = dp;
-          delta += p[slot * m + r] * dp;
-        }
-      }
-      for (i64 e = 0; e < w; ++e) x[e] = p[e] * (x[e] - delta) * scale;  // 0 where p is
+      query_dlogits(x, p, gi, v, src, s, vs, b, i, lo, hi, scale);
       T* dqi = dq + (row * s.time + i) * d;
       std::memset(dqi, 0, sizeof(T) * d);
       for (i64 slot = 0; slot < s.slots; ++slot) {
@@ -232,18 +242,7 @@ void backward_group(const T* q, const T* k, const T* v, const T* g, const T* wei
       const i64* src = s.sources + h * s.slots;
       const T* p = weights + (row * s.time + i) * w;
       const T* gi = g + gs.at(b, h, i);
-      T delta = 0;
-      for (i64 e = 0; e < w; ++e) x[e] = 0;
-      for (i64 slot = 0; slot < s.slots; ++slot) {
-        if (src[slot] < 0) continue;
-        const T* vr = v + vs.at(b, src[slot], 0);
-        for (i64 r = lo; r < hi; ++r) {
-          const T dp = dot(gi, vr + (i - s.left + r) * vs.time, d);
-          x[slot * m + r] = dp;
-          delta += p[slot * m + r] * dp;
-        }
-      }
-      for (i64 e = 0; e < w; ++e) x[e] = p[e] * (x[e] - delta) * scale;
+      query_dlogits(x, p, gi, v, src, s, vs, b, i, lo, hi, scale);
       const T* qi = q + qs.at(b, h, i);
       T* dqi = dq + (row * s.time + i) * d;
       std::memset(dqi, 0, sizeof(T) * d);
