@@ -583,6 +583,10 @@ def test_main_preset_trains_in_the_mode_auto_picks(tmp_path: Path, multi30k_dir:
         assert model.cfg.output_vocab == "full" and model.output_mask is None
     else:
         assert model.cfg.output_vocab == "target" and len(model.output_ids) < model.vocab_size
+    # its encoder: the convolutions under bf16, the plain Transformer in float32 (the float32 section)
+    saved = load_model(tmp_path).config
+    assert saved.model.encoder_attention == ("cnn@0-1" if want.bf16 else "vanilla")
+    assert saved.float32 == {}
 
 
 @pytest.mark.parametrize(("src", "tgt"), [("en", "fr"), ("de", "en")])

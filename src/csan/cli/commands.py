@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from csan.errors import CsanError
 from csan.textio import (
@@ -16,6 +17,9 @@ from csan.textio import (
     read_text_lines,
     write_text_lines,
 )
+
+if TYPE_CHECKING:
+    from csan.config import Config
 
 __all__ = [
     "cmd_ablate",
@@ -224,12 +228,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         loaded = load_model(args.model)
         model, cfg = loaded.model, loaded.config
+        lines, _ = _machine_lines(cfg)
     else:
         from csan.models import build_model
 
-        cfg = _load_cfg(args)
+        # the model a run of this config trains on this machine (its float32 settings included)
+        lines, cfg = _machine_lines(_load_cfg(args))
         model = build_model(cfg.model, cfg.data.vocab_size)
-    print(_machine_lines(cfg))
+    print(lines)
     print(_host_line())
     print(native_kernel_line())
     print(parameter_table(model, cfg))
@@ -249,22 +255,25 @@ def _host_line() -> str:
     )
 
 
-def _machine_lines(cfg) -> str:
-    """What this machine has and what ``train.cpu_bf16`` / ``train.compile`` and
-    ``model.output_vocab`` choose on it, and why."""
+def _machine_lines(cfg: Config) -> tuple[str, Config]:
+    """What this machine has and what ``train.cpu_bf16`` / ``train.compile``, the config's
+    ``float32`` settings and ``model.output_vocab`` choose on it, and why; and ``cfg`` so settled."""
     from csan.machine import choose_runtime, describe_machine, pick_device
-    from csan.training.prepare import settle_output_vocab
+    from csan.training.prepare import settle_float32, settle_output_vocab
 
     tc = cfg.train
     device = pick_device(tc.device)
     choice = choose_runtime(tc.cpu_bf16, tc.compile, device=device, cuda_bf16=tc.bf16, warn=False)
-    settled, why = settle_output_vocab(cfg, choice)
+    settled, float32_why = settle_float32(cfg, choice)
+    settled, why = settle_output_vocab(settled, choice)
     softmax = settled.model.output_vocab
-    return (
-        f"machine: {describe_machine().summary()}\n"
-        f"mode on {device}: {choice.mode}: {'; '.join(choice.reasons)}\n"
-        f"softmax: {'the target side' if softmax == 'target' else 'the whole vocabulary'} ({why})"
-    )
+    lines = [
+        f"machine: {describe_machine().summary()}",
+        f"mode on {device}: {choice.mode}: {'; '.join(choice.reasons)}",
+        *([float32_why] if float32_why else []),
+        f"softmax: {'the target side' if softmax == 'target' else 'the whole vocabulary'} ({why})",
+    ]
+    return "\n".join(lines), settled
 
 
 def cmd_average(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from csan.config.checks import (
 )
 from csan.config.loading import (
     LEGACY_ZERO,
+    apply_float32,
     apply_overrides,
     config_from_dict,
     dump_config,
@@ -51,6 +52,7 @@ __all__ = [
     "DecodeConfig",
     "ModelConfig",
     "TrainConfig",
+    "apply_float32",
     "apply_overrides",
     "check_data_config",
     "check_model_config",

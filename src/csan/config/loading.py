@@ -18,6 +18,7 @@ from csan.errors import CsanError
 
 __all__ = [
     "LEGACY_ZERO",
+    "apply_float32",
     "apply_overrides",
     "config_from_dict",
     "dump_config",
@@ -54,11 +55,13 @@ def _load_source(
     name_or_path: str,
     seen: tuple[str, ...] = (),
     users_options: set[str] | None = None,
+    users_keys: set[str] | None = None,
 ) -> dict[str, Any]:
     """The nested dict of a preset or YAML file, following ``base:`` (single inheritance).
 
     ``users_options`` receives the variants that the chain's files other than csan's presets give
-    ``model.attention_options`` for (see :func:`load_config`).
+    ``model.attention_options`` for, and ``users_keys`` the dotted keys those files set (see
+    :func:`load_config`).
     """
     if name_or_path in seen:
         raise CsanError(f"config {name_or_path}: 'base' chain loops: {' -> '.join(seen)}")
@@ -78,6 +81,8 @@ def _load_source(
     data = _read_yaml(text, origin)
     if users_options is not None and origin != f"preset {name_or_path}":
         users_options |= _option_variants(data)
+        if users_keys is not None:
+            users_keys |= set(flat_keys({k: v for k, v in data.items() if k != "base"}))
     base = data.pop("base", None)
     if base is None:
         return data
@@ -88,7 +93,7 @@ def _load_source(
         and not Path(base).is_absolute()
     ):
         base = str(path.parent / base)  # a file's base is next to that file, wherever csan runs
-    return _merge(_load_source(base, (*seen, name_or_path), users_options), data)
+    return _merge(_load_source(base, (*seen, name_or_path), users_options, users_keys), data)
 
 
 def _option_variants(data: dict[str, Any]) -> set[str]:
@@ -244,7 +249,47 @@ def config_from_dict(data: dict[str, Any], *, warn_legacy: bool = False) -> Conf
         ...
         csan.errors.CsanError: unknown config key 'model.d_modle' (did you mean model.d_model?)
     """
-    return _build(Config, data, "", warn_legacy)
+    cfg = _build(Config, data, "", warn_legacy)
+    if cfg.float32:
+        _check_float32(cfg.float32, warn_legacy)
+    return cfg
+
+
+# what decides a run's precision cannot depend on it
+_NOT_IN_FLOAT32 = ("train.cpu_bf16", "train.bf16", "train.device")
+
+
+def _check_float32(section: dict[str, Any], warn: bool) -> None:
+    """Refuse a ``float32`` section with an unknown key, a wrong type, or a key that decides the
+    precision; the error names the key as ``float32.<section>.<key>``."""
+    if "float32" in section:
+        raise CsanError("float32.float32: the float32 section cannot hold another one")
+    for key in _NOT_IN_FLOAT32:
+        part, name = key.split(".")
+        if isinstance(section.get(part), dict) and name in section[part]:
+            raise CsanError(
+                f"float32.{key}: it decides whether a run is float32, so it cannot be a float32 "
+                "setting; set it in the train section"
+            )
+    _build(Config, section, "float32.", warn)
+
+
+def apply_float32(cfg: Config) -> Config:
+    """``cfg`` with its ``float32`` section merged over the rest (as a YAML file over its ``base``)
+    and the section emptied. ``attention_options`` for a variant that no layer uses any more are
+    dropped, as :func:`load_config` drops a preset's.
+
+    Example:
+        >>> cfg = load_config("multi30k-small")
+        >>> cfg.model.encoder_attention, cfg.float32
+        ('cnn@0-1', {'model': {'encoder_attention': 'vanilla'}})
+        >>> fp32 = apply_float32(cfg)
+        >>> fp32.model.encoder_attention, fp32.model.attention_options, fp32.float32
+        ('vanilla', {}, {})
+    """
+    data = cfg.to_dict()
+    section = data.pop("float32")
+    return _without_unused_options(config_from_dict(_merge(data, section)), keep=set())
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
@@ -305,9 +350,12 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
         {}
     """
     users: set[str] = set()
-    data = _load_source(source or "multi30k-small", users_options=users)
+    users_keys: set[str] = set()
+    data = _load_source(source or "multi30k-small", users_options=users, users_keys=users_keys)
     parsed = [_parse_override(item) for item in overrides or []]
     data = _apply_parsed(data, parsed)
+    users_keys |= {".".join(keys) for keys, _ in parsed}
+    data = _users_keys_over_float32(data, users_keys)
     cfg = config_from_dict(data, warn_legacy=True)
     for keys, _ in parsed:
         if keys[:2] == ["model", "attention_options"]:
@@ -315,6 +363,42 @@ def load_config(source: str | None = None, overrides: list[str] | None = None) -
                 return cfg  # the whole mapping set by the user: nothing dropped
             users.add(keys[2])
     return _without_unused_options(cfg, keep=users)
+
+
+def _users_keys_over_float32(data: dict[str, Any], users_keys: set[str]) -> dict[str, Any]:
+    """``data`` without the ``float32`` settings for keys that the user's own files or overrides
+    set outside that section: ``--set model.encoder_attention=csan1d`` means csan1d in float32 too
+    (unless the user also sets ``float32.model.encoder_attention``)."""
+    section = data.get("float32")
+    if not isinstance(section, dict) or not section:
+        return data
+    drop = [
+        key
+        for key in flat_keys(section)
+        if key in users_keys and f"float32.{key}" not in users_keys
+    ]
+    if not drop:
+        return data
+    section = _merge({}, section)  # a copy
+    for key in drop:
+        *parents, last = key.split(".")
+        node = section
+        for part in parents:
+            node = node[part]
+        del node[last]
+    return {**data, "float32": _without_empty(section)}
+
+
+def _without_empty(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without the mappings left empty (recursively)."""
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            value = _without_empty(value)
+            if not value:
+                continue
+        out[key] = value
+    return out
 
 
 def _without_unused_options(cfg: Config, keep: set[str]) -> Config:

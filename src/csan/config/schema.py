@@ -179,6 +179,12 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    # Settings for a run whose products are float32 (no bf16 autocast: ``train.cpu_bf16`` false, or
+    # ``auto`` on a CPU without native bf16), laid out as the sections above, e.g. ``{"model":
+    # {"encoder_attention": "vanilla"}}``. A run merges them over the rest once it has chosen its
+    # precision, and saves the result with the section emptied
+    # (:func:`csan.training.prepare.settle_float32`). Empty: none.
+    float32: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (YAML/JSON friendly)."""

@@ -26,12 +26,19 @@ import os
 import re
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from csan.checkpoint import read_model_meta
-from csan.config import Config, config_from_dict, dump_config, flat_keys, load_config
+from csan.config import (
+    Config,
+    apply_float32,
+    config_from_dict,
+    dump_config,
+    flat_keys,
+    load_config,
+)
 from csan.errors import CsanError
 from csan.experiments.variants import Variant
 from csan.info import count_parameters
@@ -164,6 +171,17 @@ def config_difference(run_dir: Path, cfg: Config) -> str | None:
     with contextlib.suppress(CsanError):
         saved = yaml.safe_load(dump_config(config_from_dict(saved)))
     old = flat_keys(saved)
+    # a run saves its float32 section settled: emptied, and applied where it computed in float32
+    if cfg.float32:
+        applied = _difference(old, apply_float32(cfg))
+        return None if applied is None else _difference(old, replace(cfg, float32={}))
+    return _difference(old, cfg)
+
+
+def _difference(old: dict[str, Any], cfg: Config) -> str | None:
+    """The first key where the flat saved config ``old`` differs from ``cfg``."""
+    import yaml
+
     new = flat_keys(yaml.safe_load(dump_config(cfg)))
     for key in sorted(set(old) | set(new)):
         if key in IGNORED_KEYS or new.get(key) == "auto":  # a run saves what auto chose (or "auto")

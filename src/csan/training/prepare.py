@@ -16,9 +16,11 @@ from csan import checkpoint as ckpt
 from csan.config import (
     Config,
     TrainConfig,
+    apply_float32,
     check_data_config,
     check_train_config,
     config_from_dict,
+    flat_keys,
     resume_difference,
 )
 from csan.errors import CsanError
@@ -36,6 +38,7 @@ __all__ = [
     "make_optimizer",
     "resume_point",
     "seed_everything",
+    "settle_float32",
     "settle_output_vocab",
 ]
 
@@ -60,6 +63,8 @@ def check_before_work(cfg: Config, out: Path, *, force: bool = False) -> None:
     check_train_config(cfg.train)
     check_data_config(cfg.data)
     check_model(cfg.model)
+    if cfg.float32:  # the model a float32 run would build, too
+        check_model(apply_float32(cfg).model)
     if cfg.model.output_vocab == "target" and cfg.data.bpe_dropout > 0:
         raise CsanError(
             f"model.output_vocab='target' with data.bpe_dropout={cfg.data.bpe_dropout}: sampled "
@@ -68,6 +73,73 @@ def check_before_work(cfg: Config, out: Path, *, force: bool = False) -> None:
     distributed_env()
     cache_root()
     ckpt.check_run_output(out, force=force)
+
+
+def settle_float32(
+    cfg: Config, runtime: RuntimeChoice, out: Path | None = None
+) -> tuple[Config, str | None]:
+    """``cfg`` with its ``float32`` section settled for a run computing as ``runtime`` does, and
+    what that did (None: ``cfg`` has no such section).
+
+    Where the products are float32 (no bf16 autocast) the section is merged over the rest
+    (:func:`csan.config.apply_float32`); under bf16 it is dropped. Either way the section is emptied,
+    so the config a run saves holds what it trains. A run resumed from ``out`` (a run folder, or None
+    for none) keeps its checkpoint's values for the section's keys, whatever this machine computes
+    in: a model does not change its layers halfway.
+
+    Example:
+        >>> import tempfile
+        >>> from csan.config import load_config
+        >>> from csan.machine import Machine, choose_runtime
+        >>> cfg = load_config("tiny", ["float32.model.ffn_dim=64"])
+        >>> avx2 = choose_runtime("auto", "auto", machine=Machine("AMD EPYC", "AVX2", False, 2, 2))
+        >>> fp32, why = settle_float32(cfg, avx2, Path(tempfile.mkdtemp()))
+        >>> fp32.model.ffn_dim, fp32.float32, why
+        (64, {}, 'float32 settings: model.ffn_dim=64 (the products are float32)')
+        >>> bf16 = choose_runtime("auto", "auto", machine=Machine("AMD EPYC", "AVX512", True, 2, 2))
+        >>> settle_float32(cfg, bf16)[0].model.ffn_dim, settle_float32(cfg, bf16)[1]
+        (128, 'float32 settings not used: bf16 autocast')
+    """
+    section = cfg.float32
+    if not section:
+        return cfg, None
+    keys = flat_keys(section)
+    folder = ckpt.latest_checkpoint(out) if out is not None else None
+    if folder is not None:
+        saved = ckpt.read_model_meta(folder)["config"]
+        kept = {key: value for key in keys if (value := _at(saved, key)) is not _MISSING}
+        settled = apply_float32(replace(cfg, float32=_nested(kept)))
+        shown = ", ".join(f"{key}={value}" for key, value in kept.items())
+        return settled, f"float32 settings: the run's checkpoints' own ({shown})"
+    if runtime.bf16:
+        return replace(cfg, float32={}), "float32 settings not used: bf16 autocast"
+    shown = ", ".join(f"{key}={value}" for key, value in keys.items())
+    return apply_float32(cfg), f"float32 settings: {shown} (the products are float32)"
+
+
+_MISSING = object()
+
+
+def _at(data: dict, key: str) -> object:
+    """The value at dotted ``key`` of a nested dict, or ``_MISSING``."""
+    node: object = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _nested(flat: dict[str, object]) -> dict[str, object]:
+    """Dotted keys back into nested dicts."""
+    out: dict[str, object] = {}
+    for key, value in flat.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[last] = value
+    return out
 
 
 def settle_output_vocab(

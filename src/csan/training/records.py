@@ -130,10 +130,13 @@ def run_header(
     dist: DistInfo,
     *,
     output_vocab_why: str | None = None,
+    float32_why: str | None = None,
 ) -> list[str]:
     """The first lines a run prints: the machine (on a CPU), the mode ``auto`` chose and why, the
-    model's size and softmax (``output_vocab_why``: :func:`~csan.training.prepare.settle_output_vocab`'s
-    reason) and the training pairs.
+    config's float32 settings where it has them (``float32_why``:
+    :func:`~csan.training.prepare.settle_float32`'s account), the model's size and softmax
+    (``output_vocab_why``: :func:`~csan.training.prepare.settle_output_vocab`'s reason) and the
+    training pairs.
 
     Example (of ``data`` only the pair counts are read):
         >>> from types import SimpleNamespace
@@ -157,6 +160,8 @@ def run_header(
     """
     lines = [f"machine: {describe_machine().summary()}"] if device.type == "cpu" else []
     lines.append(f"mode: {runtime.mode}: {'; '.join(runtime.reasons)}")
+    if float32_why:
+        lines.append(float32_why)
     n_params = sum(p.numel() for p in model.parameters())
     softmax, why = "", f" ({output_vocab_why})" if output_vocab_why else ""
     if cfg.model.output_vocab == "target":

@@ -57,6 +57,7 @@ from csan.training.prepare import (
     make_optimizer,
     resume_point,
     seed_everything,
+    settle_float32,
     settle_output_vocab,
 )
 from csan.training.progress import Progress
@@ -147,8 +148,10 @@ class Trainer:
         self.runtime: RuntimeChoice = choose_runtime(
             tc.cpu_bf16, tc.compile, device=self.device, cuda_bf16=tc.bf16, warn=self.is_main
         )
-        # model.output_vocab=auto made concrete here, so config.yaml and the checkpoints hold it
-        self.cfg, self.output_vocab_why = settle_output_vocab(cfg, self.runtime, self.out)
+        # the float32 section and model.output_vocab=auto made concrete here, so config.yaml and
+        # the checkpoints hold what the run trains
+        self.cfg, self.float32_why = settle_float32(cfg, self.runtime, self.out)
+        self.cfg, self.output_vocab_why = settle_output_vocab(self.cfg, self.runtime, self.out)
         cfg = self.cfg
         seed_everything(tc.seed)
         resume_dir, spm_bytes = resume_point(self.out, cfg)
@@ -325,6 +328,7 @@ class Trainer:
                 self.device,
                 self.dist,
                 output_vocab_why=self.output_vocab_why,
+                float32_why=self.float32_why,
             ):
                 self.say(line)
         with StopRequest() as stop:
