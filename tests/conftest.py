@@ -125,6 +125,18 @@ def tiny_overrides(multi30k_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def resumable_overrides(tiny_overrides: list[str]) -> list[str]:
+    """``tiny_overrides`` for a run that is resumed: checkpoints every 2 steps, a short validation
+    and no test translation."""
+    return [
+        *tiny_overrides,
+        "data.valid_subset=20",
+        "train.checkpoint_every=2",
+        "train.evaluate_test=false",
+    ]
+
+
+@pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_overrides: list[str]) -> Path:
     """A run folder of the ``tiny`` preset trained 50 steps (checkpoints, final ``model/``, test score).
 

@@ -182,10 +182,9 @@ def test_auto_takes_the_target_side_in_float32_and_the_whole_vocabulary_under_bf
 
 
 def test_a_run_with_auto_saves_its_choice_and_keeps_it_on_resume_anywhere(
-    tmp_path: Path, tiny_overrides: list[str], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, resumable_overrides: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    overrides = [*tiny_overrides, "model.output_vocab=auto", "data.valid_subset=20",
-                 "train.checkpoint_every=2", "train.evaluate_test=false"]  # fmt: skip
+    overrides = [*resumable_overrides, "model.output_vocab=auto"]
     run = tmp_path / "run"
     train(load_config("tiny", [*overrides, "train.max_steps=2"]), run, progress=False)  # float32
     assert "(auto: float32, where the output product" in capsys.readouterr().out
