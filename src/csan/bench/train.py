@@ -27,7 +27,7 @@ from csan.machine import RuntimeChoice, choose_runtime, compile_dynamic
 from csan.models.transformer import sinusoidal_positions
 from csan.training.data import load_training_data
 from csan.training.loss import TranslationLoss
-from csan.training.prepare import settle_float32, settle_output_vocab
+from csan.training.prepare import settle_for_runtime
 
 __all__ = ["TorchTransformer", "median_step", "run_train_bench"]
 
@@ -136,8 +136,8 @@ def run_train_bench(
     (:func:`csan.machine.choose_runtime`); where that is float32 eager too, the two csan rows are
     two models in the same mode (their difference is the bench's noise). Each csan row builds the
     model a run in its mode trains: with the config's ``float32`` settings in a float32 row
-    (``multi30k-small``: no convolutions there), so the two rows may differ in parameters. Every system steps with
-    PyTorch's fused Adam, as the trainer does. A corpus of fewer than ``warmup + steps`` batches
+    (``multi30k-small``: no convolutions there), so the two rows may differ in parameters. Every
+    system steps with PyTorch's fused Adam, as the trainer does. A corpus of fewer than ``warmup + steps`` batches
     goes round again.
 
     Example (the tiny preset on a toy corpus, 2 timed steps each; the times are this machine's):
@@ -172,8 +172,7 @@ def run_train_bench(
     # each csan row's model as a run in its mode builds it (the config's float32 settings, and
     # model.output_vocab=auto: the softmax)
     def model_for(runtime: RuntimeChoice) -> nn.Module:
-        settled = settle_float32(cfg, runtime)[0]
-        return data.build_model(settle_output_vocab(settled, runtime)[0].model)
+        return data.build_model(settle_for_runtime(cfg, runtime)[0].model)
 
     ours = model_for(choose_runtime(False, False, device="cpu", warn=False))
     plain = TranslationLoss(ours, epsilon=cfg.train.label_smoothing)

@@ -259,13 +259,12 @@ def _machine_lines(cfg: Config) -> tuple[str, Config]:
     """What this machine has and what ``train.cpu_bf16`` / ``train.compile``, the config's
     ``float32`` settings and ``model.output_vocab`` choose on it, and why; and ``cfg`` so settled."""
     from csan.machine import choose_runtime, describe_machine, pick_device
-    from csan.training.prepare import settle_float32, settle_output_vocab
+    from csan.training.prepare import settle_for_runtime
 
     tc = cfg.train
     device = pick_device(tc.device)
     choice = choose_runtime(tc.cpu_bf16, tc.compile, device=device, cuda_bf16=tc.bf16, warn=False)
-    settled, float32_why = settle_float32(cfg, choice)
-    settled, why = settle_output_vocab(settled, choice)
+    settled, float32_why, why = settle_for_runtime(cfg, choice)
     softmax = settled.model.output_vocab
     lines = [
         f"machine: {describe_machine().summary()}",

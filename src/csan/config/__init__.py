@@ -31,6 +31,7 @@ from csan.config.loading import (
     dump_config,
     flat_keys,
     load_config,
+    nested_keys,
     presets,
 )
 from csan.config.schema import (
@@ -61,6 +62,7 @@ __all__ = [
     "dump_config",
     "flat_keys",
     "load_config",
+    "nested_keys",
     "presets",
     "resume_difference",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "dump_config",
     "flat_keys",
     "load_config",
+    "nested_keys",
     "presets",
 ]
 
@@ -369,36 +370,13 @@ def _users_keys_over_float32(data: dict[str, Any], users_keys: set[str]) -> dict
     """``data`` without the ``float32`` settings for keys that the user's own files or overrides
     set outside that section: ``--set model.encoder_attention=csan1d`` means csan1d in float32 too
     (unless the user also sets ``float32.model.encoder_attention``)."""
-    section = data.get("float32")
-    if not isinstance(section, dict) or not section:
-        return data
-    drop = [
-        key
-        for key in flat_keys(section)
-        if key in users_keys and f"float32.{key}" not in users_keys
-    ]
-    if not drop:
-        return data
-    section = _merge({}, section)  # a copy
-    for key in drop:
-        *parents, last = key.split(".")
-        node = section
-        for part in parents:
-            node = node[part]
-        del node[last]
-    return {**data, "float32": _without_empty(section)}
-
-
-def _without_empty(d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` without the mappings left empty (recursively)."""
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            value = _without_empty(value)
-            if not value:
-                continue
-        out[key] = value
-    return out
+    section = flat_keys(data.get("float32") or {})
+    kept = {
+        key: value
+        for key, value in section.items()
+        if key not in users_keys or f"float32.{key}" in users_keys
+    }
+    return data if kept == section else {**data, "float32": nested_keys(kept)}
 
 
 def _without_unused_options(cfg: Config, keep: set[str]) -> Config:
@@ -428,6 +406,16 @@ def dump_config(cfg: Config) -> str:
         (['model:', '  arch: transformer'], True)
     """
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+def nested_keys(flat: dict[str, Any]) -> dict[str, Any]:
+    """Dotted keys back into nested dicts (the inverse of :func:`flat_keys`).
+
+    Example:
+        >>> nested_keys({"train.lr": 0.001, "model.d_model": 64, "train.seed": 2})
+        {'train': {'lr': 0.001, 'seed': 2}, 'model': {'d_model': 64}}
+    """
+    return _apply_parsed({}, [(key.split("."), value) for key, value in flat.items()])
 
 
 def flat_keys(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -21,6 +21,7 @@ from csan.config import (
     check_train_config,
     config_from_dict,
     flat_keys,
+    nested_keys,
     resume_difference,
 )
 from csan.errors import CsanError
@@ -39,6 +40,7 @@ __all__ = [
     "resume_point",
     "seed_everything",
     "settle_float32",
+    "settle_for_runtime",
     "settle_output_vocab",
 ]
 
@@ -108,7 +110,7 @@ def settle_float32(
     if folder is not None:
         saved = ckpt.read_model_meta(folder)["config"]
         kept = {key: value for key in keys if (value := _at(saved, key)) is not _MISSING}
-        settled = apply_float32(replace(cfg, float32=_nested(kept)))
+        settled = apply_float32(replace(cfg, float32=nested_keys(kept)))
         shown = ", ".join(f"{key}={value}" for key, value in kept.items())
         return settled, f"float32 settings: the run's checkpoints' own ({shown})"
     if runtime.bf16:
@@ -128,18 +130,6 @@ def _at(data: dict, key: str) -> object:
             return _MISSING
         node = node[part]
     return node
-
-
-def _nested(flat: dict[str, object]) -> dict[str, object]:
-    """Dotted keys back into nested dicts."""
-    out: dict[str, object] = {}
-    for key, value in flat.items():
-        *parents, last = key.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})  # type: ignore[assignment]
-        node[last] = value
-    return out
 
 
 def settle_output_vocab(
@@ -172,6 +162,26 @@ def settle_output_vocab(
         mc.output_vocab, runtime, arch=mc.arch, bpe_dropout=cfg.data.bpe_dropout
     )
     return replace(cfg, model=replace(mc, output_vocab=choice)), why
+
+
+def settle_for_runtime(
+    cfg: Config, runtime: RuntimeChoice, out: Path | None = None
+) -> tuple[Config, str | None, str]:
+    """``cfg`` as a run computing as ``runtime`` does trains it: its ``float32`` section
+    (:func:`settle_float32`), then ``model.output_vocab`` (:func:`settle_output_vocab`); and the
+    two accounts of what they did. ``out``: the run folder a resumed run keeps its choices from.
+
+    Example:
+        >>> from csan.config import load_config
+        >>> from csan.machine import Machine, choose_runtime
+        >>> avx2 = choose_runtime("auto", "auto", machine=Machine("AMD EPYC", "AVX2", False, 2, 2))
+        >>> cfg, float32_why, vocab_why = settle_for_runtime(load_config("multi30k-small"), avx2)
+        >>> cfg.model.encoder_attention, cfg.model.output_vocab, cfg.float32
+        ('vanilla', 'target', {})
+    """
+    cfg, float32_why = settle_float32(cfg, runtime, out)
+    cfg, vocab_why = settle_output_vocab(cfg, runtime, out)
+    return cfg, float32_why, vocab_why
 
 
 def resume_point(out: Path, cfg: Config) -> tuple[Path | None, bytes | None]:

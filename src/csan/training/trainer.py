@@ -57,8 +57,7 @@ from csan.training.prepare import (
     make_optimizer,
     resume_point,
     seed_everything,
-    settle_float32,
-    settle_output_vocab,
+    settle_for_runtime,
 )
 from csan.training.progress import Progress
 from csan.training.records import (
@@ -150,8 +149,9 @@ class Trainer:
         )
         # the float32 section and model.output_vocab=auto made concrete here, so config.yaml and
         # the checkpoints hold what the run trains
-        self.cfg, self.float32_why = settle_float32(cfg, self.runtime, self.out)
-        self.cfg, self.output_vocab_why = settle_output_vocab(self.cfg, self.runtime, self.out)
+        self.cfg, self.float32_why, self.output_vocab_why = settle_for_runtime(
+            cfg, self.runtime, self.out
+        )
         cfg = self.cfg
         seed_everything(tc.seed)
         resume_dir, spm_bytes = resume_point(self.out, cfg)
