@@ -366,6 +366,37 @@ def test_average(capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_run: P
     load_model(out)
 
 
+def test_average_leaves_out_checkpoints_written_only_to_resume_from(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_run: Path
+) -> None:
+    """A signal's or the timer's checkpoint between two planned ones is not averaged, as the run's
+    own final model does not average it."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    for step in (25, 50):
+        name = f"step_{step:08d}"
+        shutil.copytree(tiny_run / "checkpoints" / name, run_dir / "checkpoints" / name)
+    timer = run_dir / "checkpoints" / "step_00000037"
+    shutil.copytree(run_dir / "checkpoints" / "step_00000025", timer)
+    meta = json.loads((timer / "trainer.json").read_text(encoding="utf-8"))
+    (timer / "trainer.json").write_text(json.dumps({**meta, "unplanned": True}), encoding="utf-8")
+
+    out = tmp_path / "avg"
+    code, stdout, err = run(capsys, "average", "--run", run_dir, "--last", 2, "--out", out)
+    assert code == 0, err
+    assert "average of step_00000025, step_00000050" in stdout
+    assert "left out, written only to resume from: step_00000037" in stdout
+    parts = [
+        load_file(str(run_dir / "checkpoints" / f"step_{s:08d}" / "model.safetensors"))
+        for s in (25, 50)
+    ]
+    for name, value in load_file(str(out / "model.safetensors")).items():
+        mean = (parts[0][name].double() + parts[1][name].double()) / 2
+        torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("last", ["0", "-1"])
 def test_average_rejects_a_bad_count(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_run: Path, last: str

@@ -41,7 +41,9 @@ from csan.checkpoint.ownership import (
 from csan.checkpoint.run_dir import (
     CHECKPOINT_FILES,
     best_checkpoint,
+    is_unplanned,
     latest_checkpoint,
+    planned_step_folders,
     step_folders,
 )
 from csan.checkpoint.trainer_state import (
@@ -64,11 +66,13 @@ __all__ = [
     "find_model_dir",
     "is_model_folder",
     "is_run_folder",
+    "is_unplanned",
     "latest_checkpoint",
     "load_trainer_state",
     "load_weights",
     "optimizer_from_files",
     "optimizer_to_files",
+    "planned_step_folders",
     "read_model_meta",
     "read_spm",
     "remove_folder",

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-__all__ = ["CHECKPOINT_FILES", "best_checkpoint", "latest_checkpoint", "pointer", "step_folders"]
+__all__ = [
+    "CHECKPOINT_FILES",
+    "best_checkpoint",
+    "is_unplanned",
+    "latest_checkpoint",
+    "planned_step_folders",
+    "pointer",
+    "step_folders",
+]
 
 
 def pointer(ckpt_root: Path, name: str) -> Path | None:
@@ -76,6 +85,46 @@ def step_folders(run_dir: Path) -> list[Path]:
     """
     root = Path(run_dir) / "checkpoints"
     return sorted(p for p in root.glob("step_*") if p.is_dir() and "." not in p.name)
+
+
+def is_unplanned(folder: Path) -> bool:
+    """Whether a checkpoint was written only to resume from: a signal's or the
+    ``train.checkpoint_minutes`` timer's (``"unplanned": true`` in its ``trainer.json``).
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp()) / "step_00000010"
+        >>> folder.mkdir()
+        >>> is_unplanned(folder)  # no trainer.json: a model folder, planned
+        False
+        >>> _ = (folder / "trainer.json").write_text('{"step": 10, "unplanned": true}')
+        >>> is_unplanned(folder)
+        True
+    """
+    path = Path(folder) / "trainer.json"
+    if not path.is_file():
+        return False
+    try:
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("unplanned", False))
+    except (OSError, ValueError, AttributeError):  # unreadable, not JSON, or not an object
+        return False
+
+
+def planned_step_folders(run_dir: Path) -> list[Path]:
+    """:func:`step_folders` without the checkpoints written only to resume from
+    (:func:`is_unplanned`): the ones a run's final model, and ``csan average``, average.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> for step, unplanned in ((10, False), (13, True), (20, False)):
+        ...     folder = run / "checkpoints" / f"step_{step:08d}"
+        ...     folder.mkdir(parents=True)
+        ...     _ = (folder / "trainer.json").write_text(json.dumps({"unplanned": unplanned}))
+        >>> [p.name for p in planned_step_folders(run)]
+        ['step_00000010', 'step_00000020']
+    """
+    return [p for p in step_folders(run_dir) if not is_unplanned(p)]
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -278,6 +278,9 @@ def _machine_lines(cfg: Config) -> tuple[str, Config]:
 def cmd_average(args: argparse.Namespace) -> int:
     """``csan average``: the mean of the last ``--last`` checkpoints of a run, as a model folder.
 
+    As the run's own final model, it leaves out the checkpoints written only to resume from (a
+    signal's, the ``train.checkpoint_minutes`` timer's) unless the run has no other.
+
     Example (a 4-step run of a 3-pair corpus, checkpointed every 2 steps):
         >>> from csan.cli.parser import build_parser
         >>> from csan.toy import toy_run
@@ -291,18 +294,28 @@ def cmd_average(args: argparse.Namespace) -> int:
         >>> sorted(p.name for p in (run.parent / "averaged").iterdir())
         ['config.json', 'model.safetensors', 'spm.model']
     """
-    from csan.checkpoint import average_model_dirs, check_model_output, step_folders
+    from csan.checkpoint import (
+        average_model_dirs,
+        check_model_output,
+        planned_step_folders,
+        step_folders,
+    )
 
     if args.last < 1:
         raise CsanError(f"average: --last must be >= 1, got {args.last}")
-    steps = step_folders(Path(args.run))
-    if not steps:
+    every = step_folders(Path(args.run))
+    if not every:
         raise CsanError(f"{Path(args.run) / 'checkpoints'}: no checkpoints to average")
     check_model_output(Path(args.out), force=args.force, protect=Path(args.run))
+    # as the run's own final model: not the checkpoints written only to resume from (a signal's,
+    # the timer's), unless the run has no other
+    steps = planned_step_folders(Path(args.run)) or every
     chosen = steps[-args.last :]
     how = f"average of {', '.join(p.name for p in chosen)}"
     average_model_dirs(chosen, Path(args.out), made_from=how)
-    print(f"wrote {args.out} ({how})")
+    skipped = [p.name for p in every if p not in steps and p.name > chosen[0].name]
+    note = f"; left out, written only to resume from: {', '.join(skipped)}" if skipped else ""
+    print(f"wrote {args.out} ({how}{note})")
     return 0
 
 

@@ -140,7 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("average", help="average the last N checkpoints of a run")
     p.add_argument("--run", required=True, help="run folder")
-    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5)")
+    p.add_argument(
+        "--last",
+        type=int,
+        default=5,
+        help="how many checkpoints (default 5; those written only to resume from, a signal's or "
+        "the timer's, are left out, as the run's final model leaves them out)",
+    )
     p.add_argument("--out", required=True, help="output model folder (new, or a csan model folder)")
     p.add_argument(
         "--force", action="store_true", help="replace --out even if it is not a csan model folder"

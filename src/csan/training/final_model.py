@@ -41,7 +41,7 @@ def write_final_model(
         ['config.json', 'model.safetensors', 'spm.model']
     """
     # the checkpoints written only to resume from (a signal's, the timer's) are not averaged
-    steps = [p for p in ckpt.step_folders(run_dir) if not _unplanned(p)]
+    steps = ckpt.planned_step_folders(run_dir)
     if average_last > 1 and len(steps) >= 2:
         chosen = steps[-average_last:]
         if cooldown_step is not None:  # schedule "budget": every checkpoint of the cooldown
@@ -148,15 +148,3 @@ def score_tests(
             f"({record['signature']})"
         )
     return records
-
-
-def _unplanned(folder: Path) -> bool:
-    """Whether a checkpoint was written only to resume from (``unplanned`` in its trainer.json,
-    :meth:`csan.training.trainer.Trainer.save_checkpoint`)."""
-    path = folder / "trainer.json"
-    if not path.is_file():
-        return False
-    try:
-        return bool(json.loads(path.read_text(encoding="utf-8")).get("unplanned", False))
-    except (OSError, ValueError):
-        return False
