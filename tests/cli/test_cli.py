@@ -38,6 +38,17 @@ def total_parameters(table: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
+def assert_mean_of_steps(model_dir: Path, run_dir: Path, steps: tuple[int, ...]) -> None:
+    """The weights in ``model_dir`` are the mean of those of the run's checkpoints ``steps``."""
+    parts = [
+        load_file(str(run_dir / "checkpoints" / f"step_{s:08d}" / "model.safetensors"))
+        for s in steps
+    ]
+    for name, value in load_file(str(model_dir / "model.safetensors")).items():
+        mean = sum(part[name].double() for part in parts) / len(parts)
+        torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6)
+
+
 # -- help and usage -------------------------------------------------------------------------------
 def test_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
@@ -355,14 +366,7 @@ def test_average(capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_run: P
     code, stdout, err = run(capsys, "average", "--run", tiny_run, "--last", 2, "--out", out)
     assert code == 0, err
     assert "step_00000025" in stdout and "step_00000050" in stdout
-    parts = [
-        load_file(str(tiny_run / "checkpoints" / f"step_{s:08d}" / "model.safetensors"))
-        for s in (25, 50)
-    ]
-    averaged = load_file(str(out / "model.safetensors"))
-    for name, value in averaged.items():
-        mean = (parts[0][name].double() + parts[1][name].double()) / 2
-        torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6)
+    assert_mean_of_steps(out, tiny_run, (25, 50))
     load_model(out)
 
 
@@ -388,13 +392,7 @@ def test_average_leaves_out_checkpoints_written_only_to_resume_from(
     assert code == 0, err
     assert "average of step_00000025, step_00000050" in stdout
     assert "left out, written only to resume from: step_00000037" in stdout
-    parts = [
-        load_file(str(run_dir / "checkpoints" / f"step_{s:08d}" / "model.safetensors"))
-        for s in (25, 50)
-    ]
-    for name, value in load_file(str(out / "model.safetensors")).items():
-        mean = (parts[0][name].double() + parts[1][name].double()) / 2
-        torch.testing.assert_close(value, mean.float(), rtol=0, atol=1e-6)
+    assert_mean_of_steps(out, run_dir, (25, 50))
 
 
 @pytest.mark.parametrize("last", ["0", "-1"])

@@ -11,7 +11,7 @@ ev() { # model beam lenpen label
 : > $OUT/valid-grid.txt
 for b in 4 5; do for a in 1.0 1.4 1.8; do ev $RUN/model $b $a final; done; done
 for n in 5 20; do
-  $CSAN average --run $RUN --last $n --out /tmp/posthoc-avg$n --force | cut -c1-300 >> $OUT/averages.txt
+  $CSAN average --run $RUN --last $n --out /tmp/posthoc-avg$n --force >> $OUT/averages.txt
   ev /tmp/posthoc-avg$n 4 1.4 last$n
   rm -rf /tmp/posthoc-avg$n
 done

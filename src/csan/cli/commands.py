@@ -297,7 +297,7 @@ def cmd_average(args: argparse.Namespace) -> int:
     from csan.checkpoint import (
         average_model_dirs,
         check_model_output,
-        planned_step_folders,
+        is_unplanned,
         step_folders,
     )
 
@@ -307,13 +307,10 @@ def cmd_average(args: argparse.Namespace) -> int:
     if not every:
         raise CsanError(f"{Path(args.run) / 'checkpoints'}: no checkpoints to average")
     check_model_output(Path(args.out), force=args.force, protect=Path(args.run))
-    # as the run's own final model: not the checkpoints written only to resume from (a signal's,
-    # the timer's), unless the run has no other
-    steps = planned_step_folders(Path(args.run)) or every
-    chosen = steps[-args.last :]
+    chosen = ([p for p in every if not is_unplanned(p)] or every)[-args.last :]
     how = f"average of {', '.join(p.name for p in chosen)}"
     average_model_dirs(chosen, Path(args.out), made_from=how)
-    skipped = [p.name for p in every if p not in steps and p.name > chosen[0].name]
+    skipped = [p.name for p in every[every.index(chosen[0]) :] if p not in chosen]
     note = f"; left out, written only to resume from: {', '.join(skipped)}" if skipped else ""
     print(f"wrote {args.out} ({how}{note})")
     return 0
